@@ -1,0 +1,155 @@
+// The attention family. Inputs: Q (batch, heads, queries, head_dim), K and V
+// (batch, heads, keys, head_dim); float32 or float64. Output: (batch, heads, queries, head_dim).
+// Every mechanism is differentiable with respect to Q, K and V.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Generator.h>
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+#include "structdiff/pattern.h"
+
+namespace structdiff {
+
+enum class Scaling { inverse_sqrt_dim, none };
+double scale_factor(Scaling scaling, int64_t head_dim);
+
+// A pattern applied to a batch: one pattern shared by every batch element, or one per element.
+// Packs the CSR into tensors for the kernels and caches the dense mask and the padded gather
+// index on first use.
+class PatternBatch {
+ public:
+  explicit PatternBatch(const AttentionPattern& shared);
+  explicit PatternBatch(const std::vector<AttentionPattern>& per_element);
+
+  int64_t size() const { return size_; }  // 1 (shared) or the batch size
+  int64_t num_queries() const { return num_queries_; }
+  int64_t num_keys() const { return num_keys_; }
+  int64_t max_degree() const { return max_degree_; }
+  int64_t num_entries() const { return col_indices_.numel(); }  // over all patterns
+  // (size, num_queries + 1) int64: offsets into col_indices(), absolute across patterns.
+  const torch::Tensor& row_offsets() const { return row_offsets_; }
+  const torch::Tensor& col_indices() const { return col_indices_; }
+  // (size, num_queries, num_keys) bool.
+  const torch::Tensor& dense_mask() const;
+  // (size, num_queries, max_degree) int64 key index, padding slots point at key 0, and the
+  // matching bool validity mask.
+  const torch::Tensor& padded_indices() const;
+  const torch::Tensor& padded_valid() const;
+
+  // Throws std::invalid_argument unless the pattern fits these inputs.
+  void check_compatible(const torch::Tensor& q, const torch::Tensor& k) const;
+
+ private:
+  struct Cache {
+    torch::Tensor dense_mask, padded_indices, padded_valid;
+  };
+  void build_padded() const;
+  int64_t size_ = 0, num_queries_ = 0, num_keys_ = 0, max_degree_ = 0;
+  torch::Tensor row_offsets_, col_indices_;
+  std::shared_ptr<Cache> cache_ = std::make_shared<Cache>();
+};
+
+// Validates shapes, dtypes and devices of Q, K, V; throws std::invalid_argument naming the problem.
+void check_qkv(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
+
+// Dense softmax attention, optionally restricted by a pattern. Rows with no keys give zeros.
+torch::Tensor dense_attention(const torch::Tensor& q, const torch::Tensor& k,
+                              const torch::Tensor& v, Scaling scaling,
+                              const PatternBatch* pattern = nullptr);
+// The packed approach of the GSDM paper (App. C): K and V gathered to
+// (batch, heads, queries, max_degree, head_dim), padding slots masked with -inf.
+torch::Tensor gather_attention(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const PatternBatch& pattern,
+                               Scaling scaling);
+// Fused neighbour-list softmax attention (CPU kernels for forward and backward).
+torch::Tensor sparse_attention(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const PatternBatch& pattern,
+                               Scaling scaling);
+
+// Linear attention (Katharopoulos et al.): phi = elu + 1,
+// out_i = phi(q_i)^T sum_j phi(k_j) v_j^T / (phi(q_i) . sum_j phi(k_j) + eps).
+torch::Tensor linear_attention(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, double eps = 1e-6);
+
+enum class FavorKernel { softmax, relu };
+
+// Random feature matrix for FAVOR+: (num_features, head_dim). Orthogonal d x d blocks with rows
+// rescaled by chi-distributed norms when orthogonal, i.i.d. Gaussian rows otherwise.
+torch::Tensor favor_projection(int64_t num_features, int64_t head_dim, bool orthogonal,
+                               at::Generator generator, torch::ScalarType dtype = torch::kFloat);
+// FAVOR+ with a given projection; non-causal, linear in the number of tokens.
+// The 1/sqrt(d) softmax temperature is part of the softmax kernel (as in the Performer).
+torch::Tensor favor_attention(const torch::Tensor& q, const torch::Tensor& k,
+                              const torch::Tensor& v, const torch::Tensor& projection,
+                              FavorKernel kernel, double eps = 1e-4);
+int64_t default_favor_features(int64_t head_dim);  // round(d ln d)
+
+enum class DiffusivityNorm { per_node, global };
+
+// DIFFormer simple diffusivity 1 + q~.k~ (computed in linear time), row-normalised.
+// per_node L2-normalises each q_i, k_j (the paper); global divides Q and K by their Frobenius
+// norms over all nodes (the released code).
+torch::Tensor diffusivity_simple(const torch::Tensor& q, const torch::Tensor& k,
+                                 const torch::Tensor& v, DiffusivityNorm norm);
+// DIFFormer sigmoid diffusivity sigmoid(q.k), row-normalised, optionally restricted to a pattern.
+torch::Tensor diffusivity_sigmoid(const torch::Tensor& q, const torch::Tensor& k,
+                                  const torch::Tensor& v, const PatternBatch* pattern = nullptr);
+
+// ---- one interface over all mechanisms ---------------------------------------------------------
+
+enum class Mechanism {
+  dense,
+  sparse,
+  gather,
+  favor_softmax,
+  favor_relu,
+  linear,
+  diffusivity_simple,
+  diffusivity_sigmoid
+};
+Mechanism parse_mechanism(const std::string& name);  // "dense", "favor-softmax", ...
+std::string mechanism_name(Mechanism mechanism);
+std::vector<std::string> mechanism_names();
+
+struct AttentionConfig {
+  Mechanism mechanism = Mechanism::sparse;
+  int64_t head_dim = 0;
+  Scaling scaling = Scaling::inverse_sqrt_dim;  // dense, sparse, gather
+  int64_t num_features = 0;                     // FAVOR+: 0 means default_favor_features
+  bool orthogonal_features = true;              // FAVOR+
+  int64_t redraw_interval = 0;                  // FAVOR+: redraw every N training calls; 0 never
+  double eps = 0.0;                             // 0 means the mechanism's default
+  DiffusivityNorm diffusivity_norm = DiffusivityNorm::per_node;
+  uint64_t seed = 0;                            // FAVOR+ feature draws
+};
+
+class AttentionImpl : public torch::nn::Module {
+ public:
+  explicit AttentionImpl(AttentionConfig config);
+  // `pattern` restricts dense, gather, sparse and sigmoid diffusivity (required for the
+  // latter three's structured use: gather and sparse throw without one); the linear-time
+  // mechanisms throw if given a pattern.
+  torch::Tensor forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const PatternBatch* pattern = nullptr);
+  const AttentionConfig& config() const { return config_; }
+  // FAVOR+: draws a fresh projection now.
+  void redraw_features();
+  int64_t calls_since_redraw() const { return calls_since_redraw_; }
+
+ private:
+  AttentionConfig config_;
+  torch::Tensor projection_;  // FAVOR+ only
+  at::Generator generator_;
+  int64_t calls_since_redraw_ = 0;
+};
+TORCH_MODULE(Attention);
+
+}  // namespace structdiff

@@ -1,0 +1,36 @@
+// Process-wide runtime settings and measurement helpers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+namespace structdiff {
+
+struct DebugInfoScope;
+
+// All cores of this machine.
+int default_threads();
+// Sets libtorch's intra-op thread count (libtorch otherwise uses 1 thread here).
+void set_threads(int threads);
+
+// Tracks CPU tensor allocations made on this thread while alive, through libtorch's
+// memory-reporting hook; reports the peak of bytes allocated beyond the level at construction.
+class PeakMemoryTracker {
+ public:
+  PeakMemoryTracker();
+  ~PeakMemoryTracker();
+  PeakMemoryTracker(const PeakMemoryTracker&) = delete;
+  PeakMemoryTracker& operator=(const PeakMemoryTracker&) = delete;
+
+  int64_t peak_bytes() const;
+  int64_t current_bytes() const;
+  // Makes the current level the new baseline.
+  void reset();
+
+ private:
+  struct Reporter;
+  std::shared_ptr<Reporter> reporter_;
+  std::unique_ptr<DebugInfoScope> scope_;
+};
+
+}  // namespace structdiff

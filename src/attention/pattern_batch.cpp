@@ -1,0 +1,104 @@
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "structdiff/attention.h"
+
+namespace structdiff {
+
+PatternBatch::PatternBatch(const AttentionPattern& shared)
+    : PatternBatch(std::vector<AttentionPattern>{shared}) {}
+
+PatternBatch::PatternBatch(const std::vector<AttentionPattern>& per_element) {
+  if (per_element.empty()) throw std::invalid_argument("PatternBatch: no patterns given");
+  size_ = static_cast<int64_t>(per_element.size());
+  num_queries_ = per_element.front().num_queries();
+  num_keys_ = per_element.front().num_keys();
+  int64_t total = 0;
+  for (int64_t i = 0; i < size_; ++i) {
+    const AttentionPattern& pattern = per_element[i];
+    if (pattern.num_queries() != num_queries_ || pattern.num_keys() != num_keys_) {
+      throw std::invalid_argument(
+          "PatternBatch: pattern " + std::to_string(i) + " is " +
+          std::to_string(pattern.num_queries()) + "x" + std::to_string(pattern.num_keys()) +
+          " but pattern 0 is " + std::to_string(num_queries_) + "x" +
+          std::to_string(num_keys_));
+    }
+    total += pattern.num_entries();
+    max_degree_ = std::max(max_degree_, pattern.max_degree());
+  }
+  row_offsets_ = torch::empty({size_, num_queries_ + 1}, torch::kLong);
+  col_indices_ = torch::empty({total}, torch::kLong);
+  int64_t* offsets = row_offsets_.data_ptr<int64_t>();
+  int64_t* cols = col_indices_.data_ptr<int64_t>();
+  int64_t base = 0;
+  for (const AttentionPattern& pattern : per_element) {
+    for (int64_t offset : pattern.row_offsets()) *offsets++ = base + offset;
+    cols = std::copy(pattern.col_indices().begin(), pattern.col_indices().end(), cols);
+    base += pattern.num_entries();
+  }
+}
+
+const torch::Tensor& PatternBatch::dense_mask() const {
+  if (!cache_->dense_mask.defined()) {
+    torch::Tensor mask = torch::zeros({size_, num_queries_, num_keys_}, torch::kBool);
+    auto mask_data = mask.accessor<bool, 3>();
+    auto offsets = row_offsets_.accessor<int64_t, 2>();
+    const int64_t* cols = col_indices_.data_ptr<int64_t>();
+    for (int64_t p = 0; p < size_; ++p) {
+      for (int64_t row = 0; row < num_queries_; ++row) {
+        for (int64_t e = offsets[p][row]; e < offsets[p][row + 1]; ++e) {
+          mask_data[p][row][cols[e]] = true;
+        }
+      }
+    }
+    cache_->dense_mask = mask;
+  }
+  return cache_->dense_mask;
+}
+
+void PatternBatch::build_padded() const {
+  const int64_t width = std::max<int64_t>(max_degree_, 1);
+  torch::Tensor indices = torch::zeros({size_, num_queries_, width}, torch::kLong);
+  torch::Tensor valid = torch::zeros({size_, num_queries_, width}, torch::kBool);
+  auto index_data = indices.accessor<int64_t, 3>();
+  auto valid_data = valid.accessor<bool, 3>();
+  auto offsets = row_offsets_.accessor<int64_t, 2>();
+  const int64_t* cols = col_indices_.data_ptr<int64_t>();
+  for (int64_t p = 0; p < size_; ++p) {
+    for (int64_t row = 0; row < num_queries_; ++row) {
+      for (int64_t e = offsets[p][row], slot = 0; e < offsets[p][row + 1]; ++e, ++slot) {
+        index_data[p][row][slot] = cols[e];
+        valid_data[p][row][slot] = true;
+      }
+    }
+  }
+  cache_->padded_indices = indices;
+  cache_->padded_valid = valid;
+}
+
+const torch::Tensor& PatternBatch::padded_indices() const {
+  if (!cache_->padded_indices.defined()) build_padded();
+  return cache_->padded_indices;
+}
+
+const torch::Tensor& PatternBatch::padded_valid() const {
+  if (!cache_->padded_valid.defined()) build_padded();
+  return cache_->padded_valid;
+}
+
+void PatternBatch::check_compatible(const torch::Tensor& q, const torch::Tensor& k) const {
+  if (q.size(2) != num_queries_ || k.size(2) != num_keys_) {
+    throw std::invalid_argument("pattern is " + std::to_string(num_queries_) + "x" +
+                                std::to_string(num_keys_) + " but the inputs have " +
+                                std::to_string(q.size(2)) + " queries and " +
+                                std::to_string(k.size(2)) + " keys");
+  }
+  if (size_ != 1 && size_ != q.size(0)) {
+    throw std::invalid_argument("pattern batch holds " + std::to_string(size_) +
+                                " patterns but the inputs have batch size " +
+                                std::to_string(q.size(0)) + " (give 1 shared or one per element)");
+  }
+}
+
+}  // namespace structdiff

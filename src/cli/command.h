@@ -1,0 +1,23 @@
+// Shared pieces of the command-line tool: global options and subcommand registration.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace structdiff::cli {
+
+struct GlobalOptions {
+  int threads = 0;  // set from default_threads() in main
+  uint64_t seed = 0;
+};
+
+// Each subcommand registers its options and stores the work to run in `action`; main runs it
+// after the global options took effect.
+using Action = std::function<void()>;
+
+void register_bench_attention(CLI::App& bench, const GlobalOptions& global, Action& action);
+void register_pattern(CLI::App& app, const GlobalOptions& global, Action& action);
+
+}  // namespace structdiff::cli

@@ -1,0 +1,53 @@
+#include <algorithm>
+
+#include <c10/core/Allocator.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
+#include <torch/version.h>
+
+#include "structdiff/runtime.h"
+
+namespace structdiff {
+
+// libtorch 2.x changed the totals in the reporting hook from int64_t to size_t.
+#if TORCH_VERSION_MAJOR >= 2
+using ReportedTotal = size_t;
+#else
+using ReportedTotal = int64_t;
+#endif
+
+struct PeakMemoryTracker::Reporter : public c10::MemoryReportingInfoBase {
+  int64_t current = 0;
+  int64_t baseline = 0;
+  int64_t peak = 0;
+
+  void reportMemoryUsage(void* /*ptr*/, int64_t alloc_size, ReportedTotal /*total_allocated*/,
+                         ReportedTotal /*total_reserved*/, c10::Device device) override {
+    if (!device.is_cpu()) return;
+    current += alloc_size;
+    peak = std::max(peak, current);
+  }
+  bool memoryProfilingEnabled() const override { return true; }
+};
+
+struct DebugInfoScope {
+  explicit DebugInfoScope(std::shared_ptr<c10::DebugInfoBase> info)
+      : guard(c10::DebugInfoKind::PROFILER_STATE, std::move(info)) {}
+  c10::DebugInfoGuard guard;
+};
+
+PeakMemoryTracker::PeakMemoryTracker()
+    : reporter_(std::make_shared<Reporter>()),
+      scope_(std::make_unique<DebugInfoScope>(reporter_)) {}
+
+PeakMemoryTracker::~PeakMemoryTracker() = default;
+
+int64_t PeakMemoryTracker::peak_bytes() const { return reporter_->peak - reporter_->baseline; }
+int64_t PeakMemoryTracker::current_bytes() const {
+  return reporter_->current - reporter_->baseline;
+}
+void PeakMemoryTracker::reset() {
+  reporter_->baseline = reporter_->current;
+  reporter_->peak = reporter_->current;
+}
+
+}  // namespace structdiff

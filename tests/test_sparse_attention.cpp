@@ -1,0 +1,247 @@
+// The fused sparse kernel and the gather baseline against dense-with-pattern, in float64,
+// forward and all three gradients, plus finite-difference gradients and validation messages.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "structdiff/attention.h"
+#include "support/gradcheck.h"
+
+namespace structdiff {
+namespace {
+
+using testing::check_gradients;
+using testing::expect_same_function;
+using Inputs = std::vector<torch::Tensor>;
+
+AttentionPattern sudoku(int64_t n) {
+  const int64_t side = n * n;
+  std::vector<std::vector<int64_t>> cliques;
+  for (int64_t i = 0; i < side; ++i) {
+    std::vector<int64_t> row, col, block;
+    for (int64_t j = 0; j < side; ++j) {
+      row.push_back(i * side + j);
+      col.push_back(j * side + i);
+      block.push_back(((i / n) * n + j / n) * side + (i % n) * n + j % n);
+    }
+    cliques.insert(cliques.end(), {row, col, block});
+  }
+  return patterns::from_cliques(side * side, cliques, true);
+}
+
+// Rows 0 and 3 empty, the others a hand-picked mix of degrees (cross-attention: 6 x 5).
+AttentionPattern ragged_with_empty_rows() {
+  return AttentionPattern(6, 5, {0, 0, 1, 4, 4, 9, 11}, {2, 0, 1, 4, 0, 1, 2, 3, 4, 1, 3});
+}
+
+AttentionPattern single_key_per_row(int64_t n) {
+  std::vector<int64_t> offsets(n + 1), cols(n);
+  for (int64_t i = 0; i < n; ++i) {
+    offsets[i + 1] = i + 1;
+    cols[i] = (i * 7 + 3) % n;
+  }
+  return AttentionPattern(n, n, offsets, cols);
+}
+
+Inputs random_qkv(int64_t batch, int64_t heads, int64_t queries, int64_t keys, int64_t dim,
+                  torch::ScalarType dtype = torch::kDouble) {
+  auto o = torch::TensorOptions().dtype(dtype);
+  return {torch::randn({batch, heads, queries, dim}, o), torch::randn({batch, heads, keys, dim}, o),
+          torch::randn({batch, heads, keys, dim}, o)};
+}
+
+struct Case {
+  std::string name;
+  std::vector<AttentionPattern> patterns;  // one shared, or one per batch element
+  int64_t batch, heads, dim;
+  Scaling scaling = Scaling::inverse_sqrt_dim;
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  all.push_back({"random", {patterns::random_per_row(40, 40, 7, 11)}, 2, 3, 16});
+  all.push_back({"sudoku4x4", {sudoku(2)}, 2, 2, 8});
+  all.push_back({"sudoku9x9", {sudoku(3)}, 1, 2, 32});
+  all.push_back({"causal", {patterns::causal(33)}, 2, 2, 5, Scaling::none});
+  all.push_back({"multiscope_prefix",
+                 {patterns::tracformer_encoder(64, 5, 4, patterns::Direction::prefix)}, 1, 2, 64});
+  all.push_back({"multiscope_suffix",
+                 {patterns::tracformer_encoder(64, 3, 3, patterns::Direction::suffix)}, 2, 1, 16});
+  all.push_back({"decoder_cross_with_empty_row",
+                 {patterns::tracformer_decoder(32, 5, 2, patterns::Direction::prefix)}, 2, 2, 8});
+  all.push_back({"ragged_cross_attention_empty_rows", {ragged_with_empty_rows()}, 2, 3, 4});
+  all.push_back({"single_key_per_row", {single_key_per_row(17)}, 2, 2, 128});
+  all.push_back({"per_batch_patterns",
+                 {patterns::random_per_row(20, 20, 3, 1), patterns::causal(20),
+                  patterns::sliding_window(20, 1, 2)},
+                 3, 2, 12});
+  return all;
+}
+
+class AgainstDense : public ::testing::TestWithParam<Case> {};
+
+TEST_P(AgainstDense, SparseEqualsDenseForwardAndGradients) {
+  const Case& c = GetParam();
+  torch::manual_seed(1);
+  PatternBatch batch(c.patterns);
+  const auto& first = c.patterns.front();
+  Inputs in = random_qkv(c.batch, c.heads, first.num_queries(), first.num_keys(), c.dim);
+  expect_same_function(
+      [&](const Inputs& x) { return sparse_attention(x[0], x[1], x[2], batch, c.scaling); },
+      [&](const Inputs& x) { return dense_attention(x[0], x[1], x[2], c.scaling, &batch); }, in);
+}
+
+TEST_P(AgainstDense, GatherEqualsDenseForwardAndGradients) {
+  const Case& c = GetParam();
+  torch::manual_seed(2);
+  PatternBatch batch(c.patterns);
+  const auto& first = c.patterns.front();
+  Inputs in = random_qkv(c.batch, c.heads, first.num_queries(), first.num_keys(), c.dim);
+  expect_same_function(
+      [&](const Inputs& x) { return gather_attention(x[0], x[1], x[2], batch, c.scaling); },
+      [&](const Inputs& x) { return dense_attention(x[0], x[1], x[2], c.scaling, &batch); }, in);
+}
+
+INSTANTIATE_TEST_SUITE_P(Patterns, AgainstDense, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(SparseAttention, EmptyRowsGiveZerosNotNaN) {
+  torch::manual_seed(3);
+  PatternBatch batch(ragged_with_empty_rows());
+  Inputs in = random_qkv(2, 2, 6, 5, 4);
+  for (auto& x : in) x.requires_grad_(true);
+  torch::Tensor out = sparse_attention(in[0], in[1], in[2], batch, Scaling::inverse_sqrt_dim);
+  EXPECT_TRUE(out.select(2, 0).eq(0).all().item<bool>());
+  EXPECT_TRUE(out.select(2, 3).eq(0).all().item<bool>());
+  out.sum().backward();
+  EXPECT_TRUE(in[0].grad().select(2, 0).eq(0).all().item<bool>());
+  EXPECT_FALSE(torch::isnan(in[0].grad()).any().item<bool>());
+}
+
+TEST(SparseAttention, SingleKeyRowCopiesItsValue) {
+  PatternBatch batch(single_key_per_row(9));
+  Inputs in = random_qkv(1, 1, 9, 9, 3);
+  torch::Tensor out = sparse_attention(in[0], in[1], in[2], batch, Scaling::none);
+  for (int64_t i = 0; i < 9; ++i) {
+    EXPECT_TRUE(torch::allclose(out[0][0][i], in[2][0][0][(i * 7 + 3) % 9]));
+  }
+}
+
+TEST(SparseAttention, FiniteDifferenceGradients) {
+  torch::manual_seed(4);
+  PatternBatch batch(patterns::random_per_row(7, 6, 3, 5));
+  Inputs in = random_qkv(2, 2, 7, 6, 3);
+  EXPECT_EQ("", check_gradients(
+                    [&](const Inputs& x) {
+                      return sparse_attention(x[0], x[1], x[2], batch, Scaling::inverse_sqrt_dim);
+                    },
+                    in));
+}
+
+TEST(GatherAttention, FiniteDifferenceGradients) {
+  torch::manual_seed(5);
+  PatternBatch batch(ragged_with_empty_rows());
+  Inputs in = random_qkv(1, 2, 6, 5, 3);
+  EXPECT_EQ("", check_gradients(
+                    [&](const Inputs& x) {
+                      return gather_attention(x[0], x[1], x[2], batch, Scaling::none);
+                    },
+                    in));
+}
+
+TEST(DenseAttention, FiniteDifferenceGradientsWithAndWithoutPattern) {
+  torch::manual_seed(6);
+  PatternBatch batch(ragged_with_empty_rows());
+  Inputs in = random_qkv(1, 2, 6, 5, 3);
+  EXPECT_EQ("", check_gradients(
+                    [&](const Inputs& x) {
+                      return dense_attention(x[0], x[1], x[2], Scaling::inverse_sqrt_dim, &batch);
+                    },
+                    in));
+  EXPECT_EQ("", check_gradients(
+                    [&](const Inputs& x) {
+                      return dense_attention(x[0], x[1], x[2], Scaling::inverse_sqrt_dim);
+                    },
+                    in));
+}
+
+TEST(DenseAttention, FullPatternEqualsUnrestricted) {
+  PatternBatch batch(patterns::full(5, 7));
+  Inputs in = random_qkv(2, 2, 5, 7, 4);
+  EXPECT_TRUE(torch::allclose(dense_attention(in[0], in[1], in[2], Scaling::none, &batch),
+                              dense_attention(in[0], in[1], in[2], Scaling::none)));
+}
+
+TEST(SparseAttention, StridedInputsNeedNoCopy) {
+  // (batch, tokens, heads, dim) transposed to (batch, heads, tokens, dim), as models produce it.
+  torch::manual_seed(7);
+  PatternBatch batch(patterns::random_per_row(10, 10, 4, 2));
+  auto make = [] { return torch::randn({2, 10, 3, 8}, torch::kDouble).transpose(1, 2); };
+  Inputs in = {make(), make(), make()};
+  ASSERT_FALSE(in[0].is_contiguous());
+  expect_same_function(
+      [&](const Inputs& x) { return sparse_attention(x[0], x[1], x[2], batch, Scaling::none); },
+      [&](const Inputs& x) { return dense_attention(x[0], x[1], x[2], Scaling::none, &batch); }, in);
+}
+
+TEST(SparseAttention, Float32MatchesFloat64) {
+  torch::manual_seed(8);
+  PatternBatch batch(sudoku(3));
+  Inputs in = random_qkv(2, 4, 81, 81, 32);
+  torch::Tensor exact = sparse_attention(in[0], in[1], in[2], batch, Scaling::inverse_sqrt_dim);
+  torch::Tensor single = sparse_attention(in[0].to(torch::kFloat), in[1].to(torch::kFloat),
+                                          in[2].to(torch::kFloat), batch,
+                                          Scaling::inverse_sqrt_dim);
+  EXPECT_EQ(single.scalar_type(), torch::kFloat);
+  EXPECT_LT((single.to(torch::kDouble) - exact).abs().max().item<double>(), 1e-5);
+}
+
+TEST(SparseAttention, FewSlicesUseRowParallelBackward) {
+  // batch * heads = 1 takes the private-buffer path whenever more than one thread runs.
+  const int saved_threads = at::get_num_threads();
+  at::set_num_threads(2);
+  torch::manual_seed(9);
+  PatternBatch batch(patterns::random_per_row(300, 300, 9, 3));
+  Inputs in = random_qkv(1, 1, 300, 300, 16);
+  expect_same_function(
+      [&](const Inputs& x) { return sparse_attention(x[0], x[1], x[2], batch, Scaling::none); },
+      [&](const Inputs& x) { return dense_attention(x[0], x[1], x[2], Scaling::none, &batch); }, in);
+  at::set_num_threads(saved_threads);
+}
+
+TEST(AttentionValidation, RejectsBadInputsByMessage) {
+  PatternBatch batch(patterns::causal(4));
+  auto d = torch::kDouble;
+  torch::Tensor q = torch::randn({1, 2, 4, 8}, d), k = torch::randn({1, 2, 4, 8}, d),
+                v = torch::randn({1, 2, 4, 8}, d);
+  EXPECT_THROW_WITH(sparse_attention(q[0], k, v, batch, Scaling::none), std::invalid_argument,
+                    "Q must be (batch, heads, tokens, head_dim), got shape (2, 4, 8)");
+  EXPECT_THROW_WITH(sparse_attention(q.to(torch::kInt), k, v, batch, Scaling::none),
+                    std::invalid_argument, "Q must be float32 or float64");
+  EXPECT_THROW_WITH(sparse_attention(q, k.to(torch::kFloat), v, batch, Scaling::none),
+                    std::invalid_argument, "share one dtype");
+  EXPECT_THROW_WITH(sparse_attention(q, torch::randn({1, 3, 4, 8}, d), v, batch, Scaling::none),
+                    std::invalid_argument, "must agree in batch and heads");
+  EXPECT_THROW_WITH(sparse_attention(q, torch::randn({1, 2, 4, 6}, d), v, batch, Scaling::none),
+                    std::invalid_argument, "must have the same head_dim");
+  EXPECT_THROW_WITH(sparse_attention(q, k, torch::randn({1, 2, 5, 8}, d), batch, Scaling::none),
+                    std::invalid_argument, "must have the same number of keys");
+  EXPECT_THROW_WITH(sparse_attention(q, k, torch::randn({1, 2, 4, 3}, d), batch, Scaling::none),
+                    std::invalid_argument, "V's head_dim (3) equal to Q's (8)");
+  PatternBatch wrong_size(patterns::causal(5));
+  EXPECT_THROW_WITH(sparse_attention(q, k, v, wrong_size, Scaling::none), std::invalid_argument,
+                    "pattern is 5x5 but the inputs have 4 queries and 4 keys");
+  EXPECT_THROW_WITH(gather_attention(q, k, v, wrong_size, Scaling::none), std::invalid_argument,
+                    "pattern is 5x5");
+  EXPECT_THROW_WITH(dense_attention(q, k, v, Scaling::none, &wrong_size), std::invalid_argument,
+                    "pattern is 5x5");
+  PatternBatch two({patterns::causal(4), patterns::full(4, 4)});
+  EXPECT_THROW_WITH(sparse_attention(q, k, v, two, Scaling::none), std::invalid_argument,
+                    "pattern batch holds 2 patterns but the inputs have batch size 1");
+  EXPECT_THROW_WITH(PatternBatch({patterns::causal(4), patterns::causal(3)}),
+                    std::invalid_argument, "pattern 1 is 3x3 but pattern 0 is 4x4");
+  EXPECT_THROW_WITH(PatternBatch(std::vector<AttentionPattern>{}), std::invalid_argument,
+                    "no patterns given");
+}
+
+}  // namespace
+}  // namespace structdiff
