@@ -96,3 +96,59 @@ TEST(Cli, BenchAttentionWritesJsonRows) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Cli, GsdmMaskAndInvariance) {
+  Result r = run("gsdm mask --sudoku 9");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("81 variables in 1 arrays; mask: 1701 entries"), std::string::npos) << r.output;
+  r = run("gsdm invariance --sudoku 9 --axis cell:0 --permutation 1,0,2,3,4,5,6,7,8");
+  EXPECT_NE(r.output.find("mask is invariant"), std::string::npos) << r.output;
+  r = run("gsdm invariance --sudoku 9 --axis cell:0 --permutation 3,1,2,0,4,5,6,7,8");
+  EXPECT_NE(r.output.find("mask is NOT invariant"), std::string::npos) << r.output;
+  const std::string spec = temp_path("bad_spec.json");
+  std::ofstream(spec) << R"({"arrays": [{"name": "x", "shape": [2]}], "edges": [["x[0]", "x[5]"]]})";
+  r = run("gsdm mask --spec " + spec);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(line_count(r.output), 1) << r.output;
+  EXPECT_NE(r.output.find("edges[0]: 'x[5]': index 5 out of range"), std::string::npos) << r.output;
+}
+
+class SudokuCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = temp_path("tiny_sudoku4.pt");
+    Result r = run("sudoku train --size 4 --dim 16 --blocks 1 --heads 2 --train-steps 2 --out " + model_);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  static std::string model_;
+};
+std::string SudokuCli::model_;
+
+TEST_F(SudokuCli, SolvePrintsAGridAndItsValidity) {
+  Result r = run("sudoku solve --model " + model_ + " 1.3..4.2.1.3....");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("samples valid"), std::string::npos) << r.output;
+}
+
+TEST_F(SudokuCli, BadPuzzlesGetOneLineReasons) {
+  struct Case {
+    std::string puzzle, message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"1.3..4.2.1.3...", "puzzle has 15 cells"},
+           {"1.3..4.2.1.3...x", "character 'x' at position 16"},
+           {"11..............", "puzzle contradicts itself"},
+           {".................................................................................",
+            "the model solves 4x4 puzzles, this one is 9x9"}}) {
+    Result r = run("sudoku solve --model " + model_ + " " + c.puzzle);
+    EXPECT_EQ(r.exit_code, 1) << c.puzzle;
+    EXPECT_EQ(line_count(r.output), 1) << r.output;
+    EXPECT_NE(r.output.find(c.message), std::string::npos) << r.output;
+  }
+  Result r = run("sudoku solve --model " + temp_path("tiny_sudoku4.pt") + " --file /nonexistent");
+  EXPECT_NE(r.exit_code, 0);
+}
+
+}  // namespace

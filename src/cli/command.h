@@ -18,6 +18,9 @@ struct GlobalOptions {
 using Action = std::function<void()>;
 
 void register_bench_attention(CLI::App& bench, const GlobalOptions& global, Action& action);
+void register_bench_gsdm(CLI::App& bench, const GlobalOptions& global, Action& action);
 void register_pattern(CLI::App& app, const GlobalOptions& global, Action& action);
+void register_gsdm(CLI::App& app, const GlobalOptions& global, Action& action);
+void register_sudoku(CLI::App& app, const GlobalOptions& global, Action& action);
 
 }  // namespace structdiff::cli

@@ -33,7 +33,10 @@ int main(int argc, char** argv) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks (speed and memory)");
   bench->require_subcommand(1);
   cli::register_bench_attention(*bench, global, action);
+  cli::register_bench_gsdm(*bench, global, action);
   cli::register_pattern(app, global, action);
+  cli::register_gsdm(app, global, action);
+  cli::register_sudoku(app, global, action);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,82 @@
+// Graphical models as GSDM describes them: named arrays of variables, directed edges between
+// elements, factors over sets of elements and embedding-sharing groups; compiled to an attention
+// pattern with one token per variable.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "structdiff/pattern.h"
+
+namespace structdiff::graph {
+
+enum class VariableType { continuous, discrete };
+
+struct Array {
+  std::string name;
+  std::vector<int64_t> shape;  // {} or {1} for a scalar
+  VariableType type = VariableType::continuous;
+  int64_t options = 0;      // discrete: number of values (>= 2)
+  int64_t first_node = 0;   // nodes of this array are first_node .. first_node + size() - 1
+  int64_t size() const;
+  // Values per variable in the diffused state: 1 for continuous, `options` (one-hot) for discrete.
+  int64_t width() const { return type == VariableType::discrete ? options : 1; }
+};
+
+// One variable: an array and an index tuple (empty for a scalar).
+struct Element {
+  std::string array;
+  std::vector<int64_t> index;
+};
+
+// Relabels one index, shared by one or more (array, axis) pairs, e.g. BCMF's plate index k
+// across R, A and K. permutation[i] is where index value i goes.
+struct IndexPermutation {
+  std::vector<std::pair<std::string, int64_t>> axes;
+  std::vector<int64_t> permutation;
+};
+
+class GraphicalModel {
+ public:
+  // Validation errors throw std::invalid_argument naming the array and index.
+  void add_array(const std::string& name, std::vector<int64_t> shape, VariableType type,
+                 int64_t options = 0);
+  void add_edge(const Element& from, const Element& to);  // directed
+  void add_factor(const std::vector<Element>& members);   // undirected: all pairs connected
+  // Nodes in `members` share one embedding (EE); a node may be in at most one group.
+  void add_embedding_group(const std::vector<Element>& members);
+
+  int64_t num_nodes() const { return num_nodes_; }
+  const std::vector<Array>& arrays() const { return arrays_; }
+  const Array& array(const std::string& name) const;
+  int64_t node(const Element& element) const;
+  Element element(int64_t node) const;
+  const Array& array_of(int64_t node) const;
+  // For each node, its embedding group (-1 if none).
+  const std::vector<int64_t>& embedding_group_of_node() const { return group_of_node_; }
+  int64_t num_embedding_groups() const { return num_groups_; }
+
+  // Paper §3.1: every edge in both directions, all pairs within each factor, self-edges.
+  AttentionPattern compile() const;
+  // Theorem 3.1's condition: whether the compiled mask M satisfies M = pi M for the node
+  // permutation pi induced by `permutation` (so sharing embeddings over it is valid).
+  bool mask_invariant_under(const IndexPermutation& permutation) const;
+  std::vector<int64_t> node_permutation(const IndexPermutation& permutation) const;
+
+  // JSON description (see docs/gsdm-spec.md). Errors name the offending entry.
+  static GraphicalModel from_json(const nlohmann::json& spec);
+  static GraphicalModel load(const std::string& path);
+
+ private:
+  std::vector<Array> arrays_;
+  int64_t num_nodes_ = 0;
+  std::vector<std::pair<int64_t, int64_t>> edges_;
+  std::vector<std::vector<int64_t>> factors_;
+  std::vector<int64_t> group_of_node_;
+  int64_t num_groups_ = 0;
+};
+
+}  // namespace structdiff::graph

@@ -1,0 +1,78 @@
+// Sudoku as a GSDM problem: the factor graph, batches of training data, and solving puzzles
+// with a trained model.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/types.h>
+
+#include "structdiff/diffusion.h"
+#include "structdiff/graph.h"
+#include "structdiff/gsdm.h"
+#include "structdiff/sudoku.h"
+
+namespace structdiff::sudoku {
+
+// One discrete array "cell" of shape (n^2, n^2) with n^2 options; a factor per row, column and
+// block; embedding groups of the n cells sharing a row and a block (the invariance the paper's EE
+// captures).
+graph::GraphicalModel graphical_model(int n);
+
+// Flat GSDM states: one one-hot block per cell, row-major.
+torch::Tensor encode(const std::vector<Grid>& grids);  // blanks encode as zeros
+std::vector<Grid> decode(const torch::Tensor& state, int n);
+torch::Tensor observed_mask(const std::vector<Grid>& puzzles);  // (batch, cells) bool
+
+struct Batch {
+  torch::Tensor x0;        // (batch, width)
+  torch::Tensor observed;  // (batch, cells) bool
+};
+// Fresh solutions, each observing a uniformly random number (0 .. all but one) of random cells.
+Batch make_training_batch(int n, int64_t batch, std::mt19937_64& rng);
+
+enum class Sampler { ancestral, ddim };
+
+struct SolveOptions {
+  Sampler sampler = Sampler::ddim;
+  int64_t ddim_steps = 50;
+  diffusion::ProgressFn progress;
+};
+// One sample per puzzle, observed cells clamped at every step. Runs without gradients.
+std::vector<Grid> solve(gsdm::Gsdm model, const diffusion::NoiseSchedule& schedule,
+                        const std::vector<Grid>& puzzles, const SolveOptions& options);
+
+}  // namespace structdiff::sudoku
+
+namespace structdiff::sudoku {
+
+// A trained model file: the (EMA) weights plus what is needed to rebuild model and schedule.
+struct TrainedModel {
+  int n = 3;
+  gsdm::Gsdm model{nullptr};
+  diffusion::NoiseSchedule schedule{diffusion::ScheduleConfig{}};
+};
+nlohmann::json model_metadata(int n, const gsdm::GsdmConfig& config,
+                              const diffusion::ScheduleConfig& schedule);
+TrainedModel build_model(const nlohmann::json& metadata);  // fresh weights
+TrainedModel load_model(const std::string& path);
+void save_model(const std::string& path, const TrainedModel& trained);
+
+}  // namespace structdiff::sudoku
+
+namespace structdiff::sudoku {
+
+struct Accuracy {
+  int64_t puzzles = 0;
+  int64_t valid = 0;              // complete, no violated pair, agrees with the givens
+  double violated_fraction = 0;   // violated pairs / constrained pairs, averaged (Fig. 5b)
+  double seconds = 0;             // wall-clock for sampling
+  double valid_fraction() const { return puzzles ? static_cast<double>(valid) / puzzles : 0.0; }
+};
+// Solves `puzzles` in batches of `batch` and scores the samples.
+Accuracy evaluate(const TrainedModel& trained, const std::vector<Grid>& puzzles,
+                  const SolveOptions& options, int64_t batch = 64);
+
+}  // namespace structdiff::sudoku

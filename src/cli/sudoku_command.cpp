@@ -1,0 +1,307 @@
+// `structdiff sudoku`: train a GSDM Sudoku solver, solve puzzles with it, evaluate it.
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "cli/command.h"
+#include "structdiff/gsdm_training.h"
+#include "structdiff/sudoku_model.h"
+#include "structdiff/train.h"
+
+namespace structdiff::cli {
+namespace {
+
+int block_size(int side) {
+  for (int n = 2; n <= 5; ++n) {
+    if (n * n == side) return n;
+  }
+  throw std::invalid_argument("--size takes 4, 9, 16 or 25, got " + std::to_string(side));
+}
+
+struct SamplingOptions {
+  std::string sampler = "ddim";
+  int64_t steps = 50;
+  sudoku::SolveOptions solve_options() const {
+    sudoku::SolveOptions o;
+    o.sampler = sampler == "ancestral" ? sudoku::Sampler::ancestral : sudoku::Sampler::ddim;
+    o.ddim_steps = steps;
+    return o;
+  }
+};
+
+void add_sampling_options(CLI::App* cmd, SamplingOptions& o) {
+  cmd->add_option("--sampler", o.sampler, "ddim (fast) or ancestral (all T steps)")
+      ->check(CLI::IsMember({"ddim", "ancestral"}))
+      ->capture_default_str();
+  cmd->add_option("--steps", o.steps, "DDIM steps")->check(CLI::PositiveNumber)->capture_default_str();
+}
+
+// ---- train -------------------------------------------------------------------------------------
+
+struct TrainCommand {
+  int size = 9;
+  gsdm::GsdmConfig model;
+  std::string embedding = "AE", norm = "token", attention = "sparse";
+  diffusion::ScheduleConfig schedule;
+  std::string schedule_kind = "linear";
+  gsdm::TrainingOptions training;
+  double max_minutes = 0;
+  std::string out = "sudoku.pt";
+  int64_t validation_puzzles = 64;
+};
+
+void run_train(const TrainCommand& c, const GlobalOptions& global) {
+  const int n = block_size(c.size);
+  gsdm::GsdmConfig config = c.model;
+  config.embedding = gsdm::parse_embedding(c.embedding);
+  config.norm = gsdm::parse_norm(c.norm);
+  config.attention = parse_mechanism(c.attention);
+  diffusion::ScheduleConfig schedule_config = c.schedule;
+  schedule_config.kind = diffusion::parse_schedule(c.schedule_kind);
+  const nlohmann::json metadata = sudoku::model_metadata(n, config, schedule_config);
+  sudoku::TrainedModel trained = sudoku::build_model(metadata);
+  sudoku::TrainedModel averaged = sudoku::build_model(metadata);
+
+  // Fixed validation puzzles: half the cells observed, as the paper reports by default.
+  std::mt19937_64 validation_rng(global.seed + 1000003);
+  std::vector<sudoku::Grid> validation;
+  for (int64_t i = 0; i < c.validation_puzzles; ++i) {
+    const sudoku::Grid solution = sudoku::generate_solution(n, validation_rng);
+    validation.push_back(sudoku::observe_random_cells(solution, solution.size() / 2, validation_rng));
+  }
+  gsdm::TrainingProblem problem;
+  problem.metadata = metadata;
+  problem.make_batch = [n](int64_t batch, std::mt19937_64& rng) {
+    sudoku::Batch b = sudoku::make_training_batch(n, batch, rng);
+    return gsdm::TrainingBatch{b.x0, b.observed};
+  };
+  problem.validate = [&](gsdm::Gsdm ema_model) {
+    sudoku::TrainedModel view{n, ema_model, trained.schedule};
+    sudoku::SolveOptions options;
+    options.ddim_steps = 20;
+    const sudoku::Accuracy a = sudoku::evaluate(view, validation, options);
+    return nlohmann::json{{"valid_at_50pct", a.valid_fraction()},
+                          {"violated_fraction_at_50pct", a.violated_fraction}};
+  };
+  gsdm::TrainingOptions options = c.training;
+  options.max_seconds = c.max_minutes * 60.0;
+  const int64_t parameters = [&] {
+    int64_t count = 0;
+    for (const auto& p : trained.model->parameters()) count += p.numel();
+    return count;
+  }();
+  std::fprintf(stderr, "training a %dx%d Sudoku GSDM: %ld parameters, %s attention, %d threads\n",
+               c.size, c.size, static_cast<long>(parameters), c.attention.c_str(), global.threads);
+  const gsdm::TrainingResult result =
+      gsdm::train(trained.model, averaged.model, trained.schedule, problem, options, global.seed);
+  sudoku::save_model(c.out, averaged);
+  std::printf("trained %ld steps in %.1f s (%.3f s/step); final loss %.4f; wrote %s\n",
+              static_cast<long>(result.steps_done), result.seconds,
+              result.seconds / std::max<int64_t>(1, result.steps_done), result.final_loss,
+              c.out.c_str());
+}
+
+// ---- solve -------------------------------------------------------------------------------------
+
+struct SolveCommand {
+  std::string model_path;
+  std::string puzzle;
+  std::string file;
+  int64_t samples = 1;
+  SamplingOptions sampling;
+};
+
+void solve_one(const sudoku::TrainedModel& trained, const sudoku::Grid& puzzle,
+               const SolveCommand& c) {
+  if (puzzle.n != trained.n) {
+    throw std::invalid_argument("the model solves " + std::to_string(trained.n * trained.n) + "x" +
+                                std::to_string(trained.n * trained.n) + " puzzles, this one is " +
+                                std::to_string(puzzle.side()) + "x" + std::to_string(puzzle.side()));
+  }
+  const std::vector<sudoku::Grid> copies(c.samples, puzzle);
+  const std::vector<sudoku::Grid> samples =
+      sudoku::solve(trained.model, trained.schedule, copies, c.sampling.solve_options());
+  size_t chosen = 0;
+  int64_t valid = 0;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (sudoku::is_valid_solution(samples[i], puzzle)) {
+      if (valid == 0) chosen = i;
+      ++valid;
+    }
+  }
+  std::printf("%s\n", sudoku::format(samples[chosen], /*pretty=*/true).c_str());
+  std::printf("%s (%ld of %ld samples valid; %ld violated pairs in the one shown)\n\n",
+              valid > 0 ? "valid solution" : "NOT a valid solution", static_cast<long>(valid),
+              static_cast<long>(samples.size()),
+              static_cast<long>(sudoku::violated_pairs(samples[chosen])));
+}
+
+void run_solve(const SolveCommand& c) {
+  std::vector<sudoku::Grid> puzzles;
+  if (!c.puzzle.empty()) puzzles.push_back(sudoku::parse(c.puzzle));
+  if (!c.file.empty()) {
+    std::ifstream in(c.file);
+    if (!in) throw std::invalid_argument("cannot open " + c.file);
+    int line_number = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++line_number;
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      try {
+        puzzles.push_back(sudoku::parse(line));
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(c.file + " line " + std::to_string(line_number) + ": " + e.what());
+      }
+    }
+  }
+  if (puzzles.empty()) throw std::invalid_argument("no puzzle given (PUZZLE or --file)");
+  const sudoku::TrainedModel trained = sudoku::load_model(c.model_path);
+  for (const auto& puzzle : puzzles) solve_one(trained, puzzle, c);
+}
+
+// ---- eval --------------------------------------------------------------------------------------
+
+struct EvalCommand {
+  std::string model_path;
+  int64_t count = 100;
+  int64_t diversity_samples = 32;
+  bool unique = true;
+  SamplingOptions sampling;
+  std::string json_path;
+};
+
+void run_eval(const EvalCommand& c, const GlobalOptions& global) {
+  const sudoku::TrainedModel trained = sudoku::load_model(c.model_path);
+  const int cells = trained.n * trained.n * trained.n * trained.n;
+  std::mt19937_64 rng(global.seed);
+  nlohmann::json rows = nlohmann::json::array();
+  auto report = [&](const std::string& setting, const std::vector<sudoku::Grid>& puzzles) {
+    const sudoku::Accuracy a = sudoku::evaluate(trained, puzzles, c.sampling.solve_options());
+    std::printf("%-26s %5ld puzzles  valid %6.1f%%  violated pairs %.4f  %.3f s/puzzle\n",
+                setting.c_str(), static_cast<long>(a.puzzles), 100.0 * a.valid_fraction(),
+                a.violated_fraction, a.seconds / std::max<int64_t>(1, a.puzzles));
+    std::fflush(stdout);
+    rows.push_back({{"setting", setting}, {"puzzles", a.puzzles}, {"valid", a.valid_fraction()},
+                    {"violated_fraction", a.violated_fraction},
+                    {"seconds_per_puzzle", a.seconds / std::max<int64_t>(1, a.puzzles)}});
+  };
+  auto random_puzzles = [&](int observed) {
+    std::vector<sudoku::Grid> puzzles;
+    for (int64_t i = 0; i < c.count; ++i) {
+      puzzles.push_back(sudoku::observe_random_cells(sudoku::generate_solution(trained.n, rng), observed, rng));
+    }
+    return puzzles;
+  };
+  std::printf("sampler %s%s, seed %lu\n", c.sampling.sampler.c_str(),
+              c.sampling.sampler == "ddim" ? (" (" + std::to_string(c.sampling.steps) + " steps)").c_str() : "",
+              static_cast<unsigned long>(global.seed));
+  report("observed 0 (unconditional)", random_puzzles(0));
+  if (trained.n == 3) report("observed 16 cells", random_puzzles(16));
+  for (int percent : {20, 50, 80}) {
+    report("observed " + std::to_string(percent) + "%", random_puzzles(cells * percent / 100));
+  }
+  if (c.unique && trained.n == 3) {
+    std::vector<sudoku::Grid> puzzles;
+    for (int64_t i = 0; i < c.count; ++i) {
+      puzzles.push_back(sudoku::make_unique_puzzle(sudoku::generate_solution(3, rng), 25, 35, rng));
+    }
+    report("unique, 25-35 givens", puzzles);
+  }
+  // Diversity: distinct valid solutions among samples for one lightly constrained puzzle.
+  const sudoku::Grid puzzle = random_puzzles(trained.n == 3 ? 16 : cells / 5).front();
+  const std::vector<sudoku::Grid> samples = sudoku::solve(
+      trained.model, trained.schedule, std::vector<sudoku::Grid>(c.diversity_samples, puzzle),
+      c.sampling.solve_options());
+  std::vector<std::vector<int>> distinct;
+  int64_t valid = 0;
+  for (const auto& s : samples) {
+    if (!sudoku::is_valid_solution(s, puzzle)) continue;
+    ++valid;
+    if (std::find(distinct.begin(), distinct.end(), s.cells) == distinct.end()) distinct.push_back(s.cells);
+  }
+  std::printf("diversity: %zu distinct among %ld valid of %ld samples for one puzzle\n",
+              distinct.size(), static_cast<long>(valid), static_cast<long>(samples.size()));
+  rows.push_back({{"setting", "diversity"}, {"samples", samples.size()}, {"valid", valid},
+                  {"distinct_valid", distinct.size()}});
+  if (!c.json_path.empty()) {
+    std::ofstream out(c.json_path);
+    if (!out) throw std::runtime_error("cannot write " + c.json_path);
+    out << rows.dump(2) << "\n";
+  }
+}
+
+}  // namespace
+
+void register_sudoku(CLI::App& app, const GlobalOptions& global, Action& action) {
+  CLI::App* sudoku = app.add_subcommand("sudoku", "GSDM Sudoku solver: train, solve, evaluate");
+  sudoku->require_subcommand(1);
+
+  auto t = std::make_shared<TrainCommand>();
+  CLI::App* train = sudoku->add_subcommand("train", "Train a Sudoku GSDM on generated grids");
+  train->add_option("--size", t->size, "Grid side: 4, 9, 16 or 25")->capture_default_str();
+  train->add_option("--dim", t->model.dim, "Embedding dimension")->capture_default_str();
+  train->add_option("--blocks", t->model.blocks, "ResNet+attention pairs")->capture_default_str();
+  train->add_option("--heads", t->model.heads, "Attention heads")->capture_default_str();
+  train->add_option("--embedding", t->embedding, "IE, AE or EE")
+      ->check(CLI::IsMember({"IE", "AE", "EE"}))
+      ->capture_default_str();
+  train->add_option("--norm", t->norm, "token (faithful) or group (reference)")
+      ->check(CLI::IsMember({"token", "group"}))
+      ->capture_default_str();
+  train->add_option("--attention", t->attention, "sparse (structured), gather, or dense (unstructured)")
+      ->check(CLI::IsMember({"sparse", "gather", "dense"}))
+      ->capture_default_str();
+  train->add_option("--schedule", t->schedule_kind, "linear or cosine")
+      ->check(CLI::IsMember({"linear", "cosine"}))
+      ->capture_default_str();
+  train->add_option("--diffusion-steps", t->schedule.steps, "T")->capture_default_str();
+  train->add_option("--beta-start", t->schedule.beta_start, "Linear schedule start")->capture_default_str();
+  train->add_option("--beta-end", t->schedule.beta_end, "Linear schedule end")->capture_default_str();
+  train->add_option("--train-steps", t->training.steps, "Total optimiser steps")->capture_default_str();
+  train->add_option("--max-minutes", t->max_minutes, "Stop after this long (0: no limit)")->capture_default_str();
+  train->add_option("--batch", t->training.batch, "Batch size")->capture_default_str();
+  train->add_option("--lr", t->training.learning_rate, "Adam learning rate")->capture_default_str();
+  train->add_option("--clip", t->training.clip_norm, "Gradient norm clip")->capture_default_str();
+  train->add_option("--ema", t->training.ema_decay, "EMA decay")->capture_default_str();
+  train->add_option("--validate-every", t->training.validate_every, "Steps between validations (0: never)")
+      ->capture_default_str();
+  train->add_option("--validation-puzzles", t->validation_puzzles, "Puzzles per validation")
+      ->capture_default_str();
+  train->add_option("--checkpoint", t->training.checkpoint_path, "Full training state, for --resume");
+  train->add_option("--checkpoint-every", t->training.checkpoint_every, "Steps between checkpoints")
+      ->capture_default_str();
+  train->add_flag("--resume", t->training.resume, "Continue from --checkpoint if it exists");
+  train->add_option("--log", t->training.log_path, "JSONL metrics log");
+  train->add_option("--out", t->out, "Trained model (EMA weights) to write")->capture_default_str();
+  train->callback([t, &global, &action] { action = [t, &global] { run_train(*t, global); }; });
+
+  auto s = std::make_shared<SolveCommand>();
+  CLI::App* solve = sudoku->add_subcommand("solve", "Solve puzzles with a trained model");
+  solve->add_option("--model", s->model_path, "Trained model file")->required()->check(CLI::ExistingFile);
+  solve->add_option("puzzle", s->puzzle, "Puzzle: 81 characters, '.' or '0' for blanks");
+  solve->add_option("--file", s->file, "Puzzles, one per line")->check(CLI::ExistingFile);
+  solve->add_option("--samples", s->samples, "Draw K solutions, show the first valid one")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  add_sampling_options(solve, s->sampling);
+  solve->callback([s, &action] { action = [s] { run_solve(*s); }; });
+
+  auto e = std::make_shared<EvalCommand>();
+  CLI::App* eval = sudoku->add_subcommand("eval", "Accuracy by observed fraction, diversity");
+  eval->add_option("--model", e->model_path, "Trained model file")->required()->check(CLI::ExistingFile);
+  eval->add_option("--count", e->count, "Puzzles per setting")->check(CLI::PositiveNumber)->capture_default_str();
+  eval->add_option("--diversity-samples", e->diversity_samples, "Samples for the diversity check")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  eval->add_flag("--unique,!--no-unique", e->unique,
+                 "Also score unique-solution puzzles with 25-35 givens (9x9)")
+      ->capture_default_str();
+  eval->add_option("--json", e->json_path, "Write the results as JSON");
+  add_sampling_options(eval, e->sampling);
+  eval->callback([e, &global, &action] { action = [e, &global] { run_eval(*e, global); }; });
+}
+
+}  // namespace structdiff::cli

@@ -1,0 +1,66 @@
+// What the network predicts (x0 or epsilon), the conversions between the two, and the training
+// objective.
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+#include "diffusion/detail.h"
+#include "structdiff/diffusion.h"
+
+namespace structdiff::diffusion {
+
+// Both conversions invert x_t = signal * x0 + noise * eps for the unknown that was not predicted.
+torch::Tensor predicted_x0(const NoiseSchedule& schedule, Prediction prediction,
+                           const torch::Tensor& output, const torch::Tensor& x_t,
+                           const torch::Tensor& t) {
+  detail::check_same_shape(output, "output", x_t, "x_t", "predicted_x0");
+  // Validates t even when the output is returned as it is.
+  const detail::NoiseScales scales = detail::noise_scales(schedule, t, x_t, "predicted_x0");
+  if (prediction == Prediction::x0) return output;
+  return (x_t - scales.noise * output) / scales.signal;
+}
+
+torch::Tensor predicted_noise(const NoiseSchedule& schedule, Prediction prediction,
+                              const torch::Tensor& output, const torch::Tensor& x_t,
+                              const torch::Tensor& t) {
+  detail::check_same_shape(output, "output", x_t, "x_t", "predicted_noise");
+  // Validates t even when the output is returned as it is.
+  const detail::NoiseScales scales = detail::noise_scales(schedule, t, x_t, "predicted_noise");
+  if (prediction == Prediction::epsilon) return output;
+  return (x_t - scales.signal * output) / scales.noise;
+}
+
+TrainingExample make_training_example(const NoiseSchedule& schedule, const torch::Tensor& x0,
+                                      bool antithetic) {
+  if (!x0.defined() || x0.dim() < 1) {
+    throw std::invalid_argument("make_training_example: x0 needs a batch dimension");
+  }
+  const int64_t batch = x0.size(0);
+  const int64_t steps = schedule.steps();
+  const auto step_options = torch::TensorOptions().dtype(torch::kLong).device(x0.device());
+  torch::Tensor t;
+  if (antithetic) {
+    // Pairs (t, T-1-t) cover early and late steps together, lowering the loss variance.
+    const int64_t drawn = (batch + 1) / 2;
+    const torch::Tensor first = torch::randint(0, steps, {drawn}, step_options);
+    t = torch::cat({first, steps - 1 - first.slice(0, 0, batch - drawn)});
+  } else {
+    t = torch::randint(0, steps, {batch}, step_options);
+  }
+  const torch::Tensor noise = torch::randn_like(x0);
+  return {schedule.add_noise(x0, noise, t), t, noise};
+}
+
+// The weight is uniform over t, so the schedule is not needed here.
+torch::Tensor diffusion_loss(const NoiseSchedule& /*schedule*/, Prediction prediction,
+                             const torch::Tensor& output, const TrainingExample& example,
+                             const torch::Tensor& x0, const torch::Tensor& weight) {
+  const bool targets_x0 = prediction == Prediction::x0;
+  const torch::Tensor& target = targets_x0 ? x0 : example.noise;
+  detail::check_same_shape(output, "output", target, targets_x0 ? "x0" : "noise", "diffusion_loss");
+  torch::Tensor squared_error = (output - target).pow(2);
+  if (weight.defined()) squared_error = squared_error * weight;
+  return squared_error.reshape({squared_error.size(0), -1}).sum(1).mean();
+}
+
+}  // namespace structdiff::diffusion

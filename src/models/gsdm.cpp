@@ -1,0 +1,341 @@
+#include "structdiff/gsdm.h"
+
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+namespace structdiff::gsdm {
+
+// ---- configuration -----------------------------------------------------------------------------
+
+EmbeddingKind parse_embedding(const std::string& name) {
+  if (name == "IE") return EmbeddingKind::independent;
+  if (name == "AE") return EmbeddingKind::array;
+  if (name == "EE") return EmbeddingKind::exchangeable;
+  throw std::invalid_argument("unknown embedding '" + name + "' (known: IE, AE, EE)");
+}
+
+NormKind parse_norm(const std::string& name) {
+  if (name == "token") return NormKind::token;
+  if (name == "group") return NormKind::group;
+  throw std::invalid_argument("unknown norm '" + name + "' (known: token, group)");
+}
+
+namespace {
+const char* embedding_name(EmbeddingKind kind) {
+  switch (kind) {
+    case EmbeddingKind::independent: return "IE";
+    case EmbeddingKind::array: return "AE";
+    case EmbeddingKind::exchangeable: return "EE";
+  }
+  return "?";
+}
+}  // namespace
+
+nlohmann::json GsdmConfig::to_json() const {
+  return {{"dim", dim},
+          {"blocks", blocks},
+          {"heads", heads},
+          {"embedding", embedding_name(embedding)},
+          {"norm", norm == NormKind::token ? "token" : "group"},
+          {"attention", mechanism_name(attention)}};
+}
+
+GsdmConfig GsdmConfig::from_json(const nlohmann::json& j) {
+  GsdmConfig c;
+  c.dim = j.at("dim").get<int64_t>();
+  c.blocks = j.at("blocks").get<int64_t>();
+  c.heads = j.at("heads").get<int64_t>();
+  c.embedding = parse_embedding(j.at("embedding").get<std::string>());
+  c.norm = parse_norm(j.at("norm").get<std::string>());
+  c.attention = parse_mechanism(j.at("attention").get<std::string>());
+  return c;
+}
+
+// ---- state layout ------------------------------------------------------------------------------
+
+StateLayout::StateLayout(const graph::GraphicalModel& model) {
+  std::vector<int64_t> owner;
+  for (const graph::Array& a : model.arrays()) {
+    for (int64_t i = 0; i < a.size(); ++i) {
+      node_offset.push_back(width);
+      node_width.push_back(a.width());
+      for (int64_t k = 0; k < a.width(); ++k) owner.push_back(a.first_node + i);
+      width += a.width();
+    }
+  }
+  entry_to_node = torch::tensor(owner, torch::kLong);
+}
+
+torch::Tensor StateLayout::expand_node_mask(const torch::Tensor& node_mask) const {
+  return node_mask.index_select(1, entry_to_node.to(node_mask.device()));
+}
+
+// ---- building blocks ---------------------------------------------------------------------------
+
+namespace {
+
+// (batch, dim) sinusoidal code of scalar positions.
+torch::Tensor sinusoidal(const torch::Tensor& positions, int64_t dim) {
+  const int64_t half = dim / 2;
+  torch::Tensor freqs =
+      torch::exp(-std::log(10000.0) * torch::arange(half, torch::kFloat) / std::max<int64_t>(half, 1))
+          .to(positions.device());
+  torch::Tensor angles = positions.to(torch::kFloat).unsqueeze(1) * freqs.unsqueeze(0);
+  torch::Tensor code = torch::cat({torch::sin(angles), torch::cos(angles)}, 1);
+  if (dim % 2 == 1) code = torch::nn::functional::pad(code, torch::nn::functional::PadFuncOptions({0, 1}));
+  return code;
+}
+
+}  // namespace
+
+// LayerNorm per token (no information crosses the graph), or the reference's GroupNorm whose
+// statistics run over all tokens.
+class TokenNormImpl : public torch::nn::Module {
+ public:
+  TokenNormImpl(NormKind kind, int64_t dim) : kind_(kind) {
+    if (kind == NormKind::token) {
+      layer_ = register_module("layer_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim})));
+    } else {
+      const int64_t groups = std::gcd(dim, int64_t{32});
+      group_ = register_module("group_norm", torch::nn::GroupNorm(groups, dim));
+    }
+  }
+  torch::Tensor forward(const torch::Tensor& h) {  // (batch, nodes, dim)
+    if (kind_ == NormKind::token) return layer_(h);
+    return group_(h.transpose(1, 2)).transpose(1, 2);
+  }
+
+ private:
+  NormKind kind_;
+  torch::nn::LayerNorm layer_{nullptr};
+  torch::nn::GroupNorm group_{nullptr};
+};
+
+// norm -> swish -> linear, + time projection, + node-embedding projection,
+// norm -> swish -> linear, residual.
+class ResBlockImpl : public torch::nn::Module {
+ public:
+  ResBlockImpl(int64_t dim, NormKind norm)
+      : norm1_(register_module("norm1", std::make_shared<TokenNormImpl>(norm, dim))),
+        norm2_(register_module("norm2", std::make_shared<TokenNormImpl>(norm, dim))),
+        linear1_(register_module("linear1", torch::nn::Linear(dim, dim))),
+        linear2_(register_module("linear2", torch::nn::Linear(dim, dim))),
+        time_proj_(register_module("time_proj", torch::nn::Linear(dim, dim))),
+        node_proj_(register_module("node_proj", torch::nn::Linear(dim, dim))) {}
+
+  torch::Tensor forward(const torch::Tensor& h, const torch::Tensor& time_embedding,
+                        const torch::Tensor& node_embedding) {
+    torch::Tensor a = linear1_(torch::silu(norm1_->forward(h))) +
+                      time_proj_(time_embedding).unsqueeze(1) +
+                      node_proj_(node_embedding).unsqueeze(0);
+    return h + linear2_(torch::silu(norm2_->forward(a)));
+  }
+
+ private:
+  std::shared_ptr<TokenNormImpl> norm1_, norm2_;
+  torch::nn::Linear linear1_, linear2_, time_proj_, node_proj_;
+};
+
+// norm -> q, k, v -> (structured) attention -> output projection -> residual.
+class AttentionBlockImpl : public torch::nn::Module {
+ public:
+  AttentionBlockImpl(int64_t dim, int64_t heads, NormKind norm, Mechanism mechanism)
+      : heads_(heads),
+        norm_(register_module("norm", std::make_shared<TokenNormImpl>(norm, dim))),
+        qkv_(register_module("qkv", torch::nn::Linear(dim, 3 * dim))),
+        out_(register_module("out", torch::nn::Linear(dim, dim))) {
+    AttentionConfig config;
+    config.mechanism = mechanism;
+    config.head_dim = dim / heads;
+    attention_ = register_module("attention", Attention(config));
+  }
+
+  torch::Tensor forward(const torch::Tensor& h, const PatternBatch* pattern) {
+    const int64_t batch = h.size(0), nodes = h.size(1), dim = h.size(2);
+    // (batch, nodes, 3, heads, head_dim) viewed as three (batch, heads, nodes, head_dim) tensors
+    // without copies: the kernels take strided rows.
+    torch::Tensor qkv = qkv_(norm_->forward(h)).view({batch, nodes, 3, heads_, dim / heads_});
+    torch::Tensor q = qkv.select(2, 0).transpose(1, 2);
+    torch::Tensor k = qkv.select(2, 1).transpose(1, 2);
+    torch::Tensor v = qkv.select(2, 2).transpose(1, 2);
+    torch::Tensor attended = attention_->forward(q, k, v, pattern);
+    return h + out_(attended.transpose(1, 2).reshape({batch, nodes, dim}));
+  }
+
+ private:
+  int64_t heads_;
+  std::shared_ptr<TokenNormImpl> norm_;
+  torch::nn::Linear qkv_, out_;
+  Attention attention_{nullptr};
+};
+
+// ---- the model ---------------------------------------------------------------------------------
+
+GsdmImpl::GsdmImpl(const graph::GraphicalModel& model, GsdmConfig config)
+    : config_(std::move(config)),
+      layout_(model),
+      num_nodes_(model.num_nodes()),
+      pattern_(model.compile()) {
+  const int64_t dim = config_.dim;
+  if (dim < 2 || config_.heads < 1 || dim % config_.heads != 0 || config_.blocks < 1) {
+    throw std::invalid_argument("GSDM: dim (" + std::to_string(dim) +
+                                ") must be a multiple of heads (" + std::to_string(config_.heads) +
+                                ") and blocks >= 1");
+  }
+  if (num_nodes_ == 0) throw std::invalid_argument("GSDM: the graphical model has no variables");
+  if (config_.attention != Mechanism::dense && config_.attention != Mechanism::sparse &&
+      config_.attention != Mechanism::gather) {
+    throw std::invalid_argument("GSDM attention must be sparse, gather or dense, got " +
+                                mechanism_name(config_.attention));
+  }
+  if (config_.attention != Mechanism::dense) pattern_batch_ = std::make_unique<PatternBatch>(pattern_);
+
+  // Nodes sharing a width (and discreteness) share input and output projections.
+  std::map<std::pair<int64_t, bool>, std::pair<std::vector<int64_t>, std::vector<int64_t>>> by_arity;
+  for (int64_t node = 0; node < num_nodes_; ++node) {
+    const graph::Array& a = model.array_of(node);
+    auto& [nodes, entries] = by_arity[{a.width(), a.type == graph::VariableType::discrete}];
+    nodes.push_back(node);
+    for (int64_t k = 0; k < a.width(); ++k) entries.push_back(layout_.node_offset[node] + k);
+  }
+  input_proj_ = register_module("input_proj", torch::nn::ModuleList());
+  output_proj_ = register_module("output_proj", torch::nn::ModuleList());
+  for (auto& [key, lists] : by_arity) {
+    groups_.push_back({key.first, key.second, torch::tensor(lists.first, torch::kLong),
+                       torch::tensor(lists.second, torch::kLong)});
+    input_proj_->push_back(torch::nn::Linear(key.first, dim));
+    output_proj_->push_back(torch::nn::Linear(dim, key.first));
+  }
+
+  // Node embeddings (paper §3.2).
+  std::vector<int64_t> table_row(num_nodes_);
+  int64_t table_rows = 0;
+  sinusoidal_codes_ = torch::zeros({num_nodes_, dim});
+  std::map<std::string, int64_t> array_id;
+  for (const graph::Array& a : model.arrays()) array_id.emplace(a.name, array_id.size());
+  for (int64_t node = 0; node < num_nodes_; ++node) {
+    const graph::Array& a = model.array_of(node);
+    switch (config_.embedding) {
+      case EmbeddingKind::independent: table_row[node] = node; break;
+      case EmbeddingKind::array: table_row[node] = array_id[a.name]; break;
+      case EmbeddingKind::exchangeable: {
+        const int64_t group = model.embedding_group_of_node()[node];
+        table_row[node] = group >= 0 ? group : model.num_embedding_groups() + array_id[a.name];
+        break;
+      }
+    }
+    if (config_.embedding == EmbeddingKind::array && !a.shape.empty()) {
+      // Channels split across the index dimensions, one sinusoidal code each.
+      const graph::Element element = model.element(node);
+      const int64_t axes = static_cast<int64_t>(a.shape.size());
+      const int64_t chunk = (dim / axes) / 2 * 2;
+      for (int64_t axis = 0; axis < axes && chunk > 0; ++axis) {
+        sinusoidal_codes_[node].narrow(0, axis * chunk, chunk)
+            .copy_(sinusoidal(torch::tensor({element.index[axis]}), chunk)[0]);
+      }
+    }
+  }
+  switch (config_.embedding) {
+    case EmbeddingKind::independent: table_rows = num_nodes_; break;
+    case EmbeddingKind::array: table_rows = static_cast<int64_t>(array_id.size()); break;
+    case EmbeddingKind::exchangeable:
+      table_rows = model.num_embedding_groups() + static_cast<int64_t>(array_id.size());
+      break;
+  }
+  embedding_index_ = register_buffer("embedding_index", torch::tensor(table_row, torch::kLong));
+  sinusoidal_codes_ = register_buffer("sinusoidal_codes", sinusoidal_codes_);
+  node_table_ = register_module("node_table", torch::nn::Embedding(table_rows, dim));
+  observed_embedding_ = register_parameter("observed_embedding", torch::randn({dim}) * 0.02);
+
+  time_in_ = register_module("time_in", torch::nn::Linear(dim, dim));
+  time_out_ = register_module("time_out", torch::nn::Linear(dim, dim));
+  for (int64_t i = 0; i < config_.blocks; ++i) {
+    res_blocks_.push_back(register_module("res" + std::to_string(i),
+                                          std::make_shared<ResBlockImpl>(dim, config_.norm)));
+    attention_blocks_.push_back(register_module(
+        "attn" + std::to_string(i),
+        std::make_shared<AttentionBlockImpl>(dim, config_.heads, config_.norm, config_.attention)));
+  }
+  final_norm_ = register_module("final_norm", std::make_shared<TokenNormImpl>(config_.norm, dim));
+}
+
+torch::Tensor GsdmImpl::node_embeddings() {
+  return node_table_->forward(embedding_index_) + sinusoidal_codes_;
+}
+
+torch::Tensor GsdmImpl::forward(const torch::Tensor& x_t, const torch::Tensor& t,
+                                const torch::Tensor& observed) {
+  if (x_t.dim() != 2 || x_t.size(1) != layout_.width) {
+    throw std::invalid_argument("GSDM: state must be (batch, " + std::to_string(layout_.width) +
+                                "), got " + std::to_string(x_t.dim()) + "-d tensor");
+  }
+  if (observed.sizes() != torch::IntArrayRef({x_t.size(0), num_nodes_})) {
+    throw std::invalid_argument("GSDM: observed mask must be (batch, " +
+                                std::to_string(num_nodes_) + ")");
+  }
+  const int64_t batch = x_t.size(0), dim = config_.dim;
+  torch::Tensor h = torch::zeros({batch, num_nodes_, dim}, x_t.options());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const ArityGroup& group = groups_[g];
+    torch::Tensor values =
+        x_t.index_select(1, group.entries).view({batch, group.nodes.size(0), group.width});
+    h = h.index_copy(1, group.nodes, input_proj_[g]->as<torch::nn::Linear>()->forward(values));
+  }
+  h = h + observed.unsqueeze(-1).to(h.scalar_type()) * observed_embedding_;
+  torch::Tensor time_embedding = time_out_(torch::silu(time_in_(sinusoidal(t, dim))));
+  torch::Tensor node_embedding = node_embeddings();
+  for (size_t i = 0; i < res_blocks_.size(); ++i) {
+    h = res_blocks_[i]->forward(h, time_embedding, node_embedding);
+    h = attention_blocks_[i]->forward(h, pattern_batch_.get());
+  }
+  h = torch::silu(final_norm_->forward(h));
+  torch::Tensor out = torch::zeros({batch, layout_.width}, x_t.options());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const ArityGroup& group = groups_[g];
+    torch::Tensor prediction =
+        output_proj_[g]->as<torch::nn::Linear>()->forward(h.index_select(1, group.nodes));
+    if (group.discrete) prediction = torch::softmax(prediction, -1);
+    out = out.index_copy(1, group.entries, prediction.reshape({batch, -1}));
+  }
+  return out;
+}
+
+// ---- diffusion glue ----------------------------------------------------------------------------
+
+diffusion::ModelFn conditioned_model(Gsdm model, torch::Tensor observed_nodes,
+                                     torch::Tensor observed_values) {
+  torch::Tensor entries = model->layout().expand_node_mask(observed_nodes);
+  return [model, observed_nodes, observed_values, entries](const torch::Tensor& x_t,
+                                                           const torch::Tensor& t) mutable {
+    torch::Tensor input = torch::where(entries, observed_values, x_t);
+    return torch::where(entries, observed_values, model->forward(input, t, observed_nodes));
+  };
+}
+
+torch::Tensor training_loss(Gsdm model, const diffusion::NoiseSchedule& schedule,
+                            const torch::Tensor& x0, const torch::Tensor& observed_nodes) {
+  const diffusion::TrainingExample example =
+      diffusion::make_training_example(schedule, x0, /*antithetic=*/true);
+  torch::Tensor output = conditioned_model(model, observed_nodes, x0)(example.x_t, example.t);
+  torch::Tensor latent = (~model->layout().expand_node_mask(observed_nodes)).to(x0.scalar_type());
+  return diffusion::diffusion_loss(schedule, diffusion::Prediction::x0, output, example, x0, latent);
+}
+
+torch::Tensor decode_state(const StateLayout& layout, const graph::GraphicalModel& model,
+                           const torch::Tensor& state) {
+  const int64_t batch = state.size(0);
+  std::vector<torch::Tensor> parts;
+  for (const graph::Array& a : model.arrays()) {
+    torch::Tensor block = state.narrow(1, layout.node_offset[a.first_node], a.size() * a.width());
+    parts.push_back(a.type == graph::VariableType::discrete
+                        ? block.view({batch, a.size(), a.width()}).argmax(-1).to(state.scalar_type())
+                        : block);
+  }
+  return torch::cat(parts, 1);
+}
+
+}  // namespace structdiff::gsdm

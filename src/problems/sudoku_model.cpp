@@ -1,0 +1,169 @@
+#include "structdiff/sudoku_model.h"
+
+#include <chrono>
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+#include "structdiff/train.h"
+
+namespace structdiff::sudoku {
+
+graph::GraphicalModel graphical_model(int n) {
+  if (n < 2 || n > 5) throw std::invalid_argument("sudoku: n must be in 2..5, got " + std::to_string(n));
+  const int64_t side = n * n;
+  graph::GraphicalModel model;
+  model.add_array("cell", {side, side}, graph::VariableType::discrete, side);
+  for (int64_t i = 0; i < side; ++i) {
+    std::vector<graph::Element> row, col, block;
+    for (int64_t j = 0; j < side; ++j) {
+      row.push_back({"cell", {i, j}});
+      col.push_back({"cell", {j, i}});
+      block.push_back({"cell", {(i / n) * n + j / n, (i % n) * n + j % n}});
+    }
+    model.add_factor(row);
+    model.add_factor(col);
+    model.add_factor(block);
+  }
+  for (int64_t row = 0; row < side; ++row) {
+    for (int64_t stack = 0; stack < n; ++stack) {
+      std::vector<graph::Element> group;
+      for (int64_t k = 0; k < n; ++k) group.push_back({"cell", {row, stack * n + k}});
+      model.add_embedding_group(group);
+    }
+  }
+  return model;
+}
+
+torch::Tensor encode(const std::vector<Grid>& grids) {
+  if (grids.empty()) throw std::invalid_argument("sudoku::encode: no grids");
+  const int side = grids.front().side(), cells = grids.front().size();
+  torch::Tensor state = torch::zeros({static_cast<int64_t>(grids.size()), cells * side});
+  auto data = state.accessor<float, 2>();
+  for (size_t b = 0; b < grids.size(); ++b) {
+    if (grids[b].n != grids.front().n) throw std::invalid_argument("sudoku::encode: mixed sizes");
+    for (int c = 0; c < cells; ++c) {
+      if (grids[b].cells[c] != kBlank) data[b][c * side + grids[b].cells[c]] = 1.0f;
+    }
+  }
+  return state;
+}
+
+std::vector<Grid> decode(const torch::Tensor& state, int n) {
+  const int side = n * n, cells = side * side;
+  torch::Tensor digits = state.view({state.size(0), cells, side}).argmax(-1).to(torch::kInt).contiguous();
+  std::vector<Grid> grids(state.size(0));
+  const int* data = digits.data_ptr<int>();
+  for (size_t b = 0; b < grids.size(); ++b) {
+    grids[b].n = n;
+    grids[b].cells.assign(data + b * cells, data + (b + 1) * cells);
+  }
+  return grids;
+}
+
+torch::Tensor observed_mask(const std::vector<Grid>& puzzles) {
+  const int cells = puzzles.front().size();
+  torch::Tensor mask = torch::zeros({static_cast<int64_t>(puzzles.size()), cells}, torch::kBool);
+  auto data = mask.accessor<bool, 2>();
+  for (size_t b = 0; b < puzzles.size(); ++b) {
+    for (int c = 0; c < cells; ++c) data[b][c] = puzzles[b].cells[c] != kBlank;
+  }
+  return mask;
+}
+
+Batch make_training_batch(int n, int64_t batch, std::mt19937_64& rng) {
+  std::vector<Grid> solutions, puzzles;
+  for (int64_t b = 0; b < batch; ++b) {
+    solutions.push_back(generate_solution(n, rng));
+    const int cells = solutions.back().size();
+    // Uniform in 0 .. cells-1, from the generator's own draw so the stream stays portable.
+    const int observed = static_cast<int>(rng() % static_cast<uint64_t>(cells));
+    puzzles.push_back(observe_random_cells(solutions.back(), observed, rng));
+  }
+  return {encode(solutions), observed_mask(puzzles)};
+}
+
+std::vector<Grid> solve(gsdm::Gsdm model, const diffusion::NoiseSchedule& schedule,
+                        const std::vector<Grid>& puzzles, const SolveOptions& options) {
+  torch::NoGradGuard no_grad;
+  const int n = puzzles.front().n;
+  torch::Tensor observed = observed_mask(puzzles);
+  torch::Tensor values = encode(puzzles);
+  diffusion::ModelFn fn = gsdm::conditioned_model(model, observed, values);
+  torch::Tensor entries = model->layout().expand_node_mask(observed);
+  diffusion::SamplerOptions sampler;
+  sampler.prediction = diffusion::Prediction::x0;
+  sampler.clamp = [&](const torch::Tensor& x) { return torch::where(entries, values, x); };
+  sampler.progress = options.progress;
+  torch::Tensor noise = torch::randn(values.sizes());
+  torch::Tensor x0 = options.sampler == Sampler::ancestral
+                         ? diffusion::sample_ancestral(fn, schedule, noise, sampler)
+                         : diffusion::sample_ddim(fn, schedule, noise, options.ddim_steps, sampler);
+  return decode(x0, n);
+}
+
+}  // namespace structdiff::sudoku
+
+namespace structdiff::sudoku {
+
+nlohmann::json model_metadata(int n, const gsdm::GsdmConfig& config,
+                              const diffusion::ScheduleConfig& schedule) {
+  return {{"problem", "sudoku"},
+          {"n", n},
+          {"model", config.to_json()},
+          {"schedule", diffusion::schedule_to_json(schedule)}};
+}
+
+TrainedModel build_model(const nlohmann::json& metadata) {
+  if (metadata.value("problem", "") != "sudoku") {
+    throw std::invalid_argument("not a Sudoku model (problem '" + metadata.value("problem", "") + "')");
+  }
+  TrainedModel trained;
+  trained.n = metadata.at("n").get<int>();
+  trained.model = gsdm::Gsdm(graphical_model(trained.n), gsdm::GsdmConfig::from_json(metadata.at("model")));
+  trained.schedule = diffusion::NoiseSchedule(diffusion::schedule_from_json(metadata.at("schedule")));
+  return trained;
+}
+
+TrainedModel load_model(const std::string& path) {
+  TrainedModel trained = build_model(train::read_checkpoint_metadata(path));
+  train::CheckpointParts parts;
+  parts.model = trained.model.get();
+  train::load_checkpoint(path, parts);
+  trained.model->eval();
+  return trained;
+}
+
+void save_model(const std::string& path, const TrainedModel& trained) {
+  train::CheckpointParts parts;
+  parts.model = trained.model.ptr().get();  // saving does not modify the module
+  parts.metadata = model_metadata(trained.n, trained.model->config(), trained.schedule.config());
+  train::save_checkpoint(path, parts);
+}
+
+}  // namespace structdiff::sudoku
+
+namespace structdiff::sudoku {
+
+Accuracy evaluate(const TrainedModel& trained, const std::vector<Grid>& puzzles,
+                  const SolveOptions& options, int64_t batch) {
+  Accuracy accuracy;
+  const auto started = std::chrono::steady_clock::now();
+  const double pairs = static_cast<double>(constrained_pairs(trained.n));
+  for (size_t first = 0; first < puzzles.size(); first += batch) {
+    const size_t last = std::min(puzzles.size(), first + static_cast<size_t>(batch));
+    std::vector<Grid> chunk(puzzles.begin() + first, puzzles.begin() + last);
+    const std::vector<Grid> samples = solve(trained.model, trained.schedule, chunk, options);
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      accuracy.valid += is_valid_solution(samples[i], chunk[i]);
+      accuracy.violated_fraction += static_cast<double>(violated_pairs(samples[i])) / pairs;
+    }
+    accuracy.puzzles += static_cast<int64_t>(chunk.size());
+  }
+  if (accuracy.puzzles) accuracy.violated_fraction /= static_cast<double>(accuracy.puzzles);
+  accuracy.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return accuracy;
+}
+
+}  // namespace structdiff::sudoku

@@ -1,0 +1,232 @@
+// The GSDM model: shapes and mixed variables, structure (no information outside the mask),
+// embedding-sharing equivariance, clamping of observed values, checkpoints and exact resume.
+#include <cstdio>
+#include <filesystem>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "structdiff/gsdm.h"
+#include "structdiff/gsdm_training.h"
+#include "structdiff/sudoku_model.h"
+#include "structdiff/train.h"
+#include "support/gradcheck.h"
+
+namespace structdiff::gsdm {
+namespace {
+
+GsdmConfig small_config(EmbeddingKind embedding = EmbeddingKind::array) {
+  GsdmConfig c;
+  c.dim = 32;
+  c.blocks = 2;
+  c.heads = 4;
+  c.embedding = embedding;
+  return c;
+}
+
+// A chain x0 - x1 - x2 - x3 of mixed variables: continuous scalar, 3-way, 2-way, continuous.
+graph::GraphicalModel mixed_chain() {
+  graph::GraphicalModel m;
+  m.add_array("a", {}, graph::VariableType::continuous);
+  m.add_array("b", {}, graph::VariableType::discrete, 3);
+  m.add_array("c", {}, graph::VariableType::discrete, 2);
+  m.add_array("d", {1}, graph::VariableType::continuous);
+  m.add_edge({"a", {}}, {"b", {}});
+  m.add_edge({"b", {}}, {"c", {}});
+  m.add_edge({"c", {}}, {"d", {0}});
+  return m;
+}
+
+TEST(Gsdm, MixedVariablesShapesAndSimplexOutputs) {
+  torch::manual_seed(0);
+  Gsdm model(mixed_chain(), small_config());
+  EXPECT_EQ(model->layout().width, 1 + 3 + 2 + 1);
+  torch::Tensor x = torch::randn({5, 7});
+  torch::Tensor observed = torch::zeros({5, 4}, torch::kBool);
+  torch::Tensor out = model->forward(x, torch::randint(1000, {5}), observed);
+  ASSERT_EQ(out.sizes(), torch::IntArrayRef({5, 7}));
+  EXPECT_TRUE(torch::allclose(out.narrow(1, 1, 3).sum(1), torch::ones({5})));
+  EXPECT_TRUE(torch::allclose(out.narrow(1, 4, 2).sum(1), torch::ones({5})));
+  torch::Tensor decoded = decode_state(model->layout(), mixed_chain(), out);
+  EXPECT_EQ(decoded.sizes(), torch::IntArrayRef({5, 4}));
+  EXPECT_TRUE(torch::equal(decoded.select(1, 1), out.narrow(1, 1, 3).argmax(1).to(torch::kFloat)));
+}
+
+TEST(Gsdm, RejectsBadShapesAndConfigs) {
+  Gsdm model(mixed_chain(), small_config());
+  EXPECT_THROW_WITH(model->forward(torch::zeros({2, 6}), torch::zeros({2}, torch::kLong),
+                                   torch::zeros({2, 4}, torch::kBool)),
+                    std::invalid_argument, "GSDM: state must be (batch, 7)");
+  EXPECT_THROW_WITH(model->forward(torch::zeros({2, 7}), torch::zeros({2}, torch::kLong),
+                                   torch::zeros({2, 3}, torch::kBool)),
+                    std::invalid_argument, "observed mask must be (batch, 4)");
+  GsdmConfig bad = small_config();
+  bad.heads = 5;
+  EXPECT_THROW_WITH(Gsdm(mixed_chain(), bad), std::invalid_argument,
+                    "dim (32) must be a multiple of heads (5)");
+  bad = small_config();
+  bad.attention = Mechanism::linear;
+  EXPECT_THROW_WITH(Gsdm(mixed_chain(), bad), std::invalid_argument,
+                    "GSDM attention must be sparse, gather or dense, got linear");
+}
+
+// With per-token norms, a node's output after L blocks depends only on nodes within L hops.
+TEST(Gsdm, NoInformationCrossesTheGraphOutsideTheMask) {
+  torch::manual_seed(1);
+  GsdmConfig c = small_config(EmbeddingKind::independent);
+  c.blocks = 1;
+  Gsdm model(mixed_chain(), c);
+  torch::Tensor x = torch::randn({1, 7}).requires_grad_(true);
+  torch::Tensor out = model->forward(x, torch::tensor({10}), torch::zeros({1, 4}, torch::kBool));
+  out.narrow(1, 0, 1).sum().backward();  // node a sees b only
+  torch::Tensor g = x.grad().abs();
+  EXPECT_GT(g.narrow(1, 1, 3).sum().item<double>(), 0.0);  // b
+  EXPECT_EQ(g.narrow(1, 4, 3).sum().item<double>(), 0.0);  // c, d
+  // The reference's GroupNorm leaks across the graph.
+  c.norm = NormKind::group;
+  Gsdm leaky(mixed_chain(), c);
+  torch::Tensor y = torch::randn({1, 7}).requires_grad_(true);
+  leaky->forward(y, torch::tensor({10}), torch::zeros({1, 4}, torch::kBool)).narrow(1, 0, 1).sum().backward();
+  EXPECT_GT(y.grad().narrow(1, 4, 3).abs().sum().item<double>(), 0.0);
+}
+
+TEST(Gsdm, SparseGatherAndDenseMaskedAgree) {
+  torch::manual_seed(2);
+  const auto graph = sudoku::graphical_model(2);
+  GsdmConfig c = small_config();
+  Gsdm sparse(graph, c);
+  c.attention = Mechanism::gather;
+  Gsdm gather(graph, c);
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < sparse->parameters().size(); ++i) gather->parameters()[i].copy_(sparse->parameters()[i]);
+  torch::Tensor x = torch::randn({3, 64}), t = torch::randint(1000, {3});
+  torch::Tensor observed = torch::rand({3, 16}) < 0.3;
+  EXPECT_TRUE(torch::allclose(sparse->forward(x, t, observed), gather->forward(x, t, observed), 1e-4, 1e-5));
+}
+
+// Permuting columns within a stack leaves the Sudoku mask and the EE groups unchanged, so the
+// model is equivariant to it (Theorem 3.1).
+TEST(Gsdm, EmbeddingSharingGivesEquivariance) {
+  torch::manual_seed(3);
+  const auto graph = sudoku::graphical_model(2);
+  const graph::IndexPermutation swap_columns{{{"cell", 1}}, {1, 0, 2, 3}};
+  ASSERT_TRUE(graph.mask_invariant_under(swap_columns));
+  const std::vector<int64_t> pi = graph.node_permutation(swap_columns);
+  Gsdm model(graph, small_config(EmbeddingKind::exchangeable));
+  // Entry permutation of the flat state: node pi[i] takes node i's block of 4.
+  std::vector<int64_t> source(64);
+  for (int64_t node = 0; node < 16; ++node) {
+    for (int64_t k = 0; k < 4; ++k) source[pi[node] * 4 + k] = node * 4 + k;
+  }
+  torch::Tensor entry_index = torch::tensor(source, torch::kLong);
+  std::vector<int64_t> node_source(16);
+  for (int64_t node = 0; node < 16; ++node) node_source[pi[node]] = node;
+  torch::Tensor node_index = torch::tensor(node_source, torch::kLong);
+
+  torch::NoGradGuard no_grad;
+  torch::Tensor x = torch::randn({2, 64}), t = torch::tensor({5, 700});
+  torch::Tensor observed = torch::rand({2, 16}) < 0.5;
+  torch::Tensor out = model->forward(x, t, observed);
+  torch::Tensor out_of_permuted =
+      model->forward(x.index_select(1, entry_index), t, observed.index_select(1, node_index));
+  EXPECT_TRUE(torch::allclose(out.index_select(1, entry_index), out_of_permuted, 1e-4, 1e-5));
+  // Array embeddings break the symmetry (index codes differ between the swapped columns).
+  Gsdm positional(graph, small_config(EmbeddingKind::array));
+  EXPECT_FALSE(torch::allclose(positional->forward(x, t, observed).index_select(1, entry_index),
+                               positional->forward(x.index_select(1, entry_index), t,
+                                                   observed.index_select(1, node_index)),
+                               1e-4, 1e-5));
+}
+
+TEST(Gsdm, ObservedValuesAreClampedAtEveryStep) {
+  torch::manual_seed(4);
+  sudoku::TrainedModel trained = sudoku::build_model(
+      sudoku::model_metadata(2, small_config(), diffusion::ScheduleConfig{}));
+  std::mt19937_64 rng(5);
+  const sudoku::Grid solution = sudoku::generate_solution(2, rng);
+  const sudoku::Grid puzzle = sudoku::observe_random_cells(solution, 6, rng);
+  torch::Tensor observed = sudoku::observed_mask({puzzle});
+  torch::Tensor values = sudoku::encode({puzzle});
+  torch::Tensor entries = trained.model->layout().expand_node_mask(observed);
+  diffusion::ModelFn fn = conditioned_model(trained.model, observed, values);
+  torch::NoGradGuard no_grad;
+  torch::Tensor output = fn(torch::randn({1, 64}), torch::tensor({999}));
+  EXPECT_TRUE(torch::equal(output.masked_select(entries), values.masked_select(entries)));
+
+  diffusion::SamplerOptions options;
+  int64_t clamped_steps = 0;
+  options.clamp = [&](const torch::Tensor& x) {
+    ++clamped_steps;
+    torch::Tensor y = torch::where(entries, values, x);
+    EXPECT_TRUE(torch::equal(y.masked_select(entries), values.masked_select(entries)));
+    return y;
+  };
+  diffusion::sample_ddim(fn, trained.schedule, torch::randn({1, 64}), 10, options);
+  EXPECT_GE(clamped_steps, 10);
+  // An untrained model still returns grids that keep every given.
+  const sudoku::Grid sample = sudoku::solve(trained.model, trained.schedule, {puzzle}, {}).front();
+  for (int c = 0; c < 16; ++c) {
+    if (puzzle.cells[c] != sudoku::kBlank) EXPECT_EQ(sample.cells[c], puzzle.cells[c]);
+  }
+}
+
+TEST(Gsdm, ModelFileRoundTripGivesIdenticalOutputs) {
+  torch::manual_seed(6);
+  sudoku::TrainedModel trained = sudoku::build_model(
+      sudoku::model_metadata(2, small_config(EmbeddingKind::exchangeable), diffusion::ScheduleConfig{}));
+  const std::string path = ::testing::TempDir() + "gsdm_roundtrip.pt";
+  sudoku::save_model(path, trained);
+  sudoku::TrainedModel loaded = sudoku::load_model(path);
+  EXPECT_EQ(loaded.model->config().to_json(), trained.model->config().to_json());
+  torch::NoGradGuard no_grad;
+  trained.model->eval();
+  torch::Tensor x = torch::randn({4, 64}), t = torch::randint(1000, {4});
+  torch::Tensor observed = torch::rand({4, 16}) < 0.5;
+  EXPECT_TRUE(torch::equal(trained.model->forward(x, t, observed), loaded.model->forward(x, t, observed)));
+}
+
+TrainingProblem sudoku4_problem(const nlohmann::json& metadata) {
+  TrainingProblem problem;
+  problem.metadata = metadata;
+  problem.make_batch = [](int64_t batch, std::mt19937_64& rng) {
+    sudoku::Batch b = sudoku::make_training_batch(2, batch, rng);
+    return TrainingBatch{b.x0, b.observed};
+  };
+  return problem;
+}
+
+TEST(GsdmTraining, ResumeContinuesTheSameTrajectory) {
+  const nlohmann::json metadata = sudoku::model_metadata(2, small_config(), diffusion::ScheduleConfig{});
+  auto run = [&](const std::string& checkpoint, int64_t first_leg) {
+    torch::manual_seed(7);
+    sudoku::TrainedModel a = sudoku::build_model(metadata), ema = sudoku::build_model(metadata);
+    TrainingOptions options;
+    options.batch = 8;
+    options.learning_rate = 1e-3;
+    options.checkpoint_path = checkpoint;
+    options.show_progress = false;
+    options.resume = true;
+    if (first_leg > 0) {
+      options.steps = first_leg;
+      train(a.model, ema.model, a.schedule, sudoku4_problem(metadata), options, 11);
+      torch::manual_seed(12345);  // disturb the global generator: the checkpoint must restore it
+      a = sudoku::build_model(metadata);
+    }
+    options.steps = 4;
+    train(a.model, ema.model, a.schedule, sudoku4_problem(metadata), options, 11);
+    return std::make_pair(a.model, ema.model);
+  };
+  const std::string straight = ::testing::TempDir() + "straight.pt";
+  const std::string split = ::testing::TempDir() + "split.pt";
+  std::filesystem::remove(straight);
+  std::filesystem::remove(split);
+  auto [model_a, ema_a] = run(straight, 0);
+  auto [model_b, ema_b] = run(split, 2);
+  for (size_t i = 0; i < model_a->parameters().size(); ++i) {
+    EXPECT_TRUE(torch::equal(model_a->parameters()[i], model_b->parameters()[i])) << "parameter " << i;
+    EXPECT_TRUE(torch::equal(ema_a->parameters()[i], ema_b->parameters()[i])) << "EMA parameter " << i;
+  }
+}
+
+}  // namespace
+}  // namespace structdiff::gsdm

@@ -1,0 +1,343 @@
+// EMA arithmetic, exactly resumable checkpoints and their error messages, the metrics log and
+// the progress line.
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "structdiff/train.h"
+#include "support/gradcheck.h"
+
+namespace structdiff::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh, empty directory per test, so listings see only what the test wrote.
+std::string test_directory() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const fs::path directory =
+      fs::path(::testing::TempDir()) /
+      (std::string("structdiff_train_") + info->test_suite_name() + "_" + info->name());
+  fs::remove_all(directory);
+  fs::create_directories(directory);
+  return directory.string();
+}
+
+// Nested layers and buffers (batch-norm statistics), so both are exercised.
+torch::nn::Sequential make_model(int64_t hidden = 4) {
+  return torch::nn::Sequential(torch::nn::Linear(3, hidden), torch::nn::BatchNorm1d(hidden),
+                               torch::nn::ReLU(), torch::nn::Linear(hidden, 2));
+}
+
+torch::optim::Adam make_optimizer(torch::nn::Sequential& model) {
+  return torch::optim::Adam(model->parameters(), torch::optim::AdamOptions(1e-2));
+}
+
+CheckpointParts parts_for(torch::nn::Sequential& model, int64_t step = 0) {
+  CheckpointParts parts;
+  parts.model = model.ptr().get();
+  parts.step = step;
+  return parts;
+}
+
+void train_step(torch::nn::Sequential& model, torch::optim::Optimizer& optimizer) {
+  const torch::Tensor input = torch::linspace(-1.0, 1.0, 15).reshape({5, 3});
+  const torch::Tensor target = torch::linspace(0.5, -0.5, 10).reshape({5, 2});
+  optimizer.zero_grad();
+  torch::mse_loss(model->forward(input), target).backward();
+  optimizer.step();
+}
+
+void expect_same_tensors(const torch::nn::Module& expected, const torch::nn::Module& actual) {
+  const auto expected_parameters = expected.named_parameters();
+  const auto actual_parameters = actual.named_parameters();
+  ASSERT_EQ(expected_parameters.size(), actual_parameters.size());
+  for (const auto& item : expected_parameters) {
+    EXPECT_TRUE(torch::equal(item.value(), actual_parameters[item.key()])) << item.key();
+  }
+  const auto expected_buffers = expected.named_buffers();
+  const auto actual_buffers = actual.named_buffers();
+  ASSERT_EQ(expected_buffers.size(), actual_buffers.size());
+  for (const auto& item : expected_buffers) {
+    EXPECT_TRUE(torch::equal(item.value(), actual_buffers[item.key()])) << item.key();
+  }
+}
+
+std::vector<torch::Tensor> snapshot(const torch::nn::Module& module) {
+  std::vector<torch::Tensor> copies;
+  for (const auto& parameter : module.parameters()) copies.push_back(parameter.detach().clone());
+  return copies;
+}
+
+void expect_unchanged(const std::vector<torch::Tensor>& before, const torch::nn::Module& module) {
+  const auto parameters = module.parameters();
+  ASSERT_EQ(before.size(), parameters.size());
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(torch::equal(before[i], parameters[i]));
+}
+
+TEST(Ema, TwoUpdatesMatchHandComputation) {
+  torch::nn::Linear layer(2, 3);
+  const torch::Tensor weight0 = layer->weight.detach().clone();
+  Ema ema(*layer, 0.9);
+
+  torch::NoGradGuard no_grad;
+  layer->weight.add_(1.0);
+  const torch::Tensor weight1 = layer->weight.detach().clone();
+  ema.update(*layer);
+  layer->weight.mul_(-2.0);
+  const torch::Tensor weight2 = layer->weight.detach().clone();
+  ema.update(*layer);
+
+  torch::nn::Linear averaged(2, 3);
+  ema.copy_to(*averaged);
+  const torch::Tensor expected = 0.9 * (0.9 * weight0 + 0.1 * weight1) + 0.1 * weight2;
+  EXPECT_TRUE(torch::allclose(averaged->weight, expected, 1e-6, 1e-7));
+}
+
+TEST(Ema, CopyToAveragesParametersAndCopiesBuffers) {
+  torch::nn::Sequential model = make_model();
+  const torch::Tensor initial_bias = model[3]->as<torch::nn::Linear>()->bias.detach().clone();
+  Ema ema(*model, 0.5);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& parameter : model->parameters()) parameter.fill_(2.0);
+    model[1]->as<torch::nn::BatchNorm1d>()->running_mean.fill_(7.0);
+  }
+  ema.update(*model);
+
+  torch::nn::Sequential target = make_model();
+  ema.copy_to(*target);
+  EXPECT_TRUE(torch::allclose(target[3]->as<torch::nn::Linear>()->bias, 0.5 * initial_bias + 1.0));
+  EXPECT_TRUE(
+      torch::equal(target[1]->as<torch::nn::BatchNorm1d>()->running_mean, torch::full({4}, 7.0)));
+}
+
+TEST(Ema, CopyToRejectsAnotherArchitecture) {
+  torch::nn::Sequential model = make_model(4);
+  Ema ema(*model, 0.9);
+  torch::nn::Sequential wider = make_model(5);
+  EXPECT_THROW_WITH(ema.copy_to(*wider), std::invalid_argument, "EMA tensor '0.weight' has shape");
+  torch::nn::Linear layer(3, 4);
+  EXPECT_THROW_WITH(ema.copy_to(*layer), std::invalid_argument,
+                    "EMA tensor '0.weight' does not match module tensor 'weight'");
+}
+
+TEST(Checkpoint, RoundTripResumesExactly) {
+  const std::string path = test_directory() + "/run.ckpt";
+  torch::manual_seed(1);
+  torch::nn::Sequential model = make_model();
+  torch::optim::Adam optimizer = make_optimizer(model);
+  Ema ema(*model, 0.9);
+  for (int step = 0; step < 2; ++step) {
+    train_step(model, optimizer);
+    ema.update(*model);
+  }
+  const nlohmann::json metadata = {{"hidden", 4}, {"name", "tiny"}};
+  CheckpointParts saved = parts_for(model, 2);
+  saved.optimizer = &optimizer;
+  saved.ema = &ema;
+  saved.metadata = metadata;
+  save_checkpoint(path, saved);
+  EXPECT_EQ(read_checkpoint_metadata(path), metadata);
+
+  torch::manual_seed(2);  // different initial weights, so the load has to overwrite them
+  torch::nn::Sequential restored = make_model();
+  torch::optim::Adam restored_optimizer = make_optimizer(restored);
+  Ema restored_ema(*restored, 0.5);
+  CheckpointParts parts = parts_for(restored);
+  parts.optimizer = &restored_optimizer;
+  parts.ema = &restored_ema;
+  load_checkpoint(path, parts);
+
+  EXPECT_EQ(parts.step, 2);
+  EXPECT_EQ(parts.metadata, metadata);
+  expect_same_tensors(*model, *restored);
+  EXPECT_EQ(restored_ema.decay(), 0.9);
+  torch::nn::Sequential averaged = make_model(), restored_averaged = make_model();
+  ema.copy_to(*averaged);
+  restored_ema.copy_to(*restored_averaged);
+  expect_same_tensors(*averaged, *restored_averaged);
+  // Adam's moments and step count only show in the next update.
+  train_step(model, optimizer);
+  train_step(restored, restored_optimizer);
+  expect_same_tensors(*model, *restored);
+}
+
+TEST(Checkpoint, RestoresRandomGeneratorState) {
+  const std::string path = test_directory() + "/run.ckpt";
+  torch::nn::Sequential model = make_model();
+  torch::manual_seed(5);
+  torch::randn({3});  // leave the generator mid-stream, with a cached normal sample
+  save_checkpoint(path, parts_for(model));
+  const torch::Tensor small = torch::randn({3});
+  const torch::Tensor large = torch::randn({40});  // vectorised path for 16 or more samples
+
+  torch::manual_seed(6);
+  CheckpointParts parts = parts_for(model);
+  load_checkpoint(path, parts);
+  EXPECT_TRUE(torch::equal(torch::randn({3}), small));
+  EXPECT_TRUE(torch::equal(torch::randn({40}), large));
+}
+
+TEST(Checkpoint, ReplacesExistingFileAndLeavesNoTemporary) {
+  const std::string directory = test_directory();
+  const std::string path = directory + "/run.ckpt";
+  torch::nn::Sequential model = make_model();
+  save_checkpoint(path, parts_for(model, 1));
+  save_checkpoint(path, parts_for(model, 2));
+
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(directory)) {
+    files.push_back(entry.path().filename().string());
+  }
+  EXPECT_EQ(files, std::vector<std::string>{"run.ckpt"});
+  CheckpointParts parts = parts_for(model);
+  load_checkpoint(path, parts);
+  EXPECT_EQ(parts.step, 2);
+}
+
+TEST(Checkpoint, FailedSaveKeepsPreviousCheckpoint) {
+  const std::string path = test_directory() + "/run.ckpt";
+  torch::nn::Sequential model = make_model();
+  save_checkpoint(path, parts_for(model, 1));
+  // A directory where the temporary file should go makes the write fail.
+  fs::create_directory(path + ".tmp." + std::to_string(::getpid()));
+
+  EXPECT_THROW_WITH(save_checkpoint(path, parts_for(model, 2)), std::runtime_error,
+                    "cannot write checkpoint " + path);
+  CheckpointParts parts = parts_for(model);
+  load_checkpoint(path, parts);
+  EXPECT_EQ(parts.step, 1);
+}
+
+TEST(Checkpoint, SaveIntoMissingDirectoryNamesPath) {
+  const std::string path = test_directory() + "/absent/run.ckpt";
+  torch::nn::Sequential model = make_model();
+  EXPECT_THROW_WITH(save_checkpoint(path, parts_for(model)), std::runtime_error,
+                    "cannot write checkpoint " + path);
+}
+
+TEST(Checkpoint, MissingFile) {
+  const std::string path = test_directory() + "/absent.ckpt";
+  torch::nn::Sequential model = make_model();
+  CheckpointParts parts = parts_for(model);
+  EXPECT_THROW_WITH(load_checkpoint(path, parts), std::runtime_error,
+                    "checkpoint " + path + " does not exist");
+  EXPECT_THROW_WITH(read_checkpoint_metadata(path), std::runtime_error,
+                    "checkpoint " + path + " does not exist");
+}
+
+TEST(Checkpoint, GarbageFile) {
+  const std::string path = test_directory() + "/garbage.ckpt";
+  std::ofstream(path) << "this is not a checkpoint";
+  EXPECT_THROW_WITH(read_checkpoint_metadata(path), std::runtime_error,
+                    "checkpoint " + path + " is not a valid archive");
+}
+
+TEST(Checkpoint, WrongArchitectureNamesTensorAndLeavesModelUntouched) {
+  const std::string path = test_directory() + "/run.ckpt";
+  torch::nn::Sequential model = make_model(4);
+  save_checkpoint(path, parts_for(model));
+
+  torch::nn::Sequential wider = make_model(5);
+  const auto before = snapshot(*wider);
+  CheckpointParts parts = parts_for(wider);
+  EXPECT_THROW_WITH(load_checkpoint(path, parts), std::runtime_error,
+                    "checkpoint " + path + " does not fit the model: tensor '0.weight' is " +
+                        "Float[4, 3] in the checkpoint but Float[5, 3] in the model");
+  expect_unchanged(before, *wider);
+
+  torch::nn::Sequential shorter(torch::nn::Linear(3, 4), torch::nn::BatchNorm1d(4),
+                                torch::nn::ReLU());
+  CheckpointParts shorter_parts = parts_for(shorter);
+  EXPECT_THROW_WITH(load_checkpoint(path, shorter_parts), std::runtime_error,
+                    "the checkpoint has '3', which the model lacks");
+}
+
+TEST(Checkpoint, MissingOptimizerStateLeavesModelUntouched) {
+  const std::string path = test_directory() + "/run.ckpt";
+  torch::manual_seed(1);
+  torch::nn::Sequential model = make_model();
+  save_checkpoint(path, parts_for(model));
+
+  torch::manual_seed(2);
+  torch::nn::Sequential restored = make_model();
+  torch::optim::Adam optimizer = make_optimizer(restored);
+  const auto before = snapshot(*restored);
+  CheckpointParts parts = parts_for(restored);
+  parts.optimizer = &optimizer;
+  EXPECT_THROW_WITH(load_checkpoint(path, parts), std::runtime_error,
+                    "checkpoint " + path + " has no optimizer state");
+  expect_unchanged(before, *restored);
+}
+
+TEST(JsonlLog, WritesOneParseableObjectPerLine) {
+  const std::string path = test_directory() + "/metrics.jsonl";
+  JsonlLog(path, /*append=*/false).write({{"step", 0}});
+  {
+    JsonlLog log(path, /*append=*/true);
+    log.write({{"step", 1}, {"loss", 0.25}});
+    log.write({{"step", 2}, {"loss", 0.125}});
+  }
+  std::ifstream in(path);
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(in, line);) records.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[2]["loss"], 0.125);
+
+  JsonlLog(path, /*append=*/false).write({{"step", 9}});
+  std::ifstream truncated(path);
+  std::string only;
+  std::getline(truncated, only);
+  EXPECT_EQ(nlohmann::json::parse(only)["step"], 9);
+  EXPECT_FALSE(std::getline(truncated, only));
+}
+
+TEST(JsonlLog, UnopenablePathIsNamed) {
+  const std::string path = test_directory() + "/absent/metrics.jsonl";
+  EXPECT_THROW_WITH(JsonlLog log(path), std::runtime_error, "cannot open metrics log " + path);
+}
+
+TEST(ProgressBar, LogLineShowsValuesRateAndEta) {
+  ::testing::internal::CaptureStderr();  // stderr is then a file: the bar logs whole lines
+  ProgressBar bar("train", 100, 0, /*log_seconds=*/0.0);
+  bar.update(10, {{"loss", 0.0312}, {"lr", 2e-5}});
+  bar.finish();
+  const std::string output = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(output.find("train [##..................] 10/100 loss 0.0312 lr 2e-05 | "),
+            std::string::npos)
+      << output;
+  EXPECT_NE(output.find(" steps/s | ETA "), std::string::npos) << output;
+  EXPECT_NE(output.find(" total\n"), std::string::npos) << output;
+  EXPECT_EQ(output.find('\r'), std::string::npos) << "no in-place redraw outside a terminal";
+}
+
+TEST(ProgressBar, RateCountsOnlyStepsSinceStart) {
+  ::testing::internal::CaptureStderr();
+  ProgressBar bar("train", 1000, /*start=*/900, /*log_seconds=*/3600.0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  bar.update(910);
+  const double rate = bar.steps_per_second();
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_GT(rate, 0.0);
+  EXPECT_LE(rate, 10 / 0.05);
+}
+
+TEST(ProgressBar, FormatsDurations) {
+  EXPECT_EQ(format_duration(0.4), "0s");
+  EXPECT_EQ(format_duration(42), "42s");
+  EXPECT_EQ(format_duration(18 * 60 + 34), "18m34s");
+  EXPECT_EQ(format_duration(2 * 3600 + 5 * 60 + 59), "2h05m");
+  EXPECT_EQ(format_duration(-1), "--");
+}
+
+}  // namespace
+}  // namespace structdiff::train
