@@ -151,3 +151,18 @@ TEST(Theorem31, BcmfPlateIndexMustMoveInEveryArray) {
 
 }  // namespace
 }  // namespace structdiff::graph
+
+namespace structdiff::graph {
+namespace {
+
+TEST(GraphicalModel, ShippedExamplesLoad) {
+  const std::string examples = std::string(STRUCTDIFF_SOURCE_DIR) + "/examples/";
+  EXPECT_EQ(GraphicalModel::load(examples + "sudoku4.json").compile(),
+            sudoku::graphical_model(2).compile());
+  const GraphicalModel bcmf = GraphicalModel::load(examples + "bcmf-small.json");
+  EXPECT_EQ(bcmf.num_nodes(), 39);  // the paper's Figure 1 example
+  EXPECT_TRUE(bcmf.mask_invariant_under({{{"R", 0}, {"A", 0}, {"K", 0}}, {1, 0}}));
+}
+
+}  // namespace
+}  // namespace structdiff::graph

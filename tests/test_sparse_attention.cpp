@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "structdiff/attention.h"
+#include "structdiff/sudoku_model.h"
 #include "support/gradcheck.h"
 
 namespace structdiff {
@@ -13,20 +14,7 @@ using testing::check_gradients;
 using testing::expect_same_function;
 using Inputs = std::vector<torch::Tensor>;
 
-AttentionPattern sudoku(int64_t n) {
-  const int64_t side = n * n;
-  std::vector<std::vector<int64_t>> cliques;
-  for (int64_t i = 0; i < side; ++i) {
-    std::vector<int64_t> row, col, block;
-    for (int64_t j = 0; j < side; ++j) {
-      row.push_back(i * side + j);
-      col.push_back(j * side + i);
-      block.push_back(((i / n) * n + j / n) * side + (i % n) * n + j % n);
-    }
-    cliques.insert(cliques.end(), {row, col, block});
-  }
-  return patterns::from_cliques(side * side, cliques, true);
-}
+AttentionPattern sudoku_pattern(int n) { return sudoku::graphical_model(n).compile(); }
 
 // Rows 0 and 3 empty, the others a hand-picked mix of degrees (cross-attention: 6 x 5).
 AttentionPattern ragged_with_empty_rows() {
@@ -59,8 +47,8 @@ struct Case {
 std::vector<Case> cases() {
   std::vector<Case> all;
   all.push_back({"random", {patterns::random_per_row(40, 40, 7, 11)}, 2, 3, 16});
-  all.push_back({"sudoku4x4", {sudoku(2)}, 2, 2, 8});
-  all.push_back({"sudoku9x9", {sudoku(3)}, 1, 2, 32});
+  all.push_back({"sudoku4x4", {sudoku_pattern(2)}, 2, 2, 8});
+  all.push_back({"sudoku9x9", {sudoku_pattern(3)}, 1, 2, 32});
   all.push_back({"causal", {patterns::causal(33)}, 2, 2, 5, Scaling::none});
   all.push_back({"multiscope_prefix",
                  {patterns::tracformer_encoder(64, 5, 4, patterns::Direction::prefix)}, 1, 2, 64});
@@ -185,7 +173,7 @@ TEST(SparseAttention, StridedInputsNeedNoCopy) {
 
 TEST(SparseAttention, Float32MatchesFloat64) {
   torch::manual_seed(8);
-  PatternBatch batch(sudoku(3));
+  PatternBatch batch(sudoku_pattern(3));
   Inputs in = random_qkv(2, 4, 81, 81, 32);
   torch::Tensor exact = sparse_attention(in[0], in[1], in[2], batch, Scaling::inverse_sqrt_dim);
   torch::Tensor single = sparse_attention(in[0].to(torch::kFloat), in[1].to(torch::kFloat),

@@ -8,20 +8,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "support/expect_throw.h"
+
 namespace structdiff::sudoku {
 namespace {
-
-// Same as EXPECT_THROW_WITH in support/gradcheck.h, defined here so this test needs no torch.
-#define EXPECT_THROW_WITH(statement, E, fragment)                                    \
-  do {                                                                               \
-    try {                                                                            \
-      statement;                                                                     \
-      ADD_FAILURE() << "expected " #E " containing \"" << (fragment) << "\"";        \
-    } catch (const E& error) {                                                       \
-      EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos)         \
-          << "message was: " << error.what();                                        \
-    }                                                                                \
-  } while (0)
 
 // A well-known puzzle with a unique solution (the Wikipedia "Sudoku" article's example).
 const char* const kPublishedPuzzle =

@@ -2,27 +2,10 @@
 
 #include <stdexcept>
 
+#include "structdiff/sudoku_model.h"
+
 namespace structdiff::cli {
 namespace {
-
-// n^2 x n^2 Sudoku: one token per cell, cliques over rows, columns and blocks, plus self-edges.
-AttentionPattern sudoku_pattern(int64_t n) {
-  const int64_t side = n * n;
-  std::vector<std::vector<int64_t>> cliques;
-  for (int64_t i = 0; i < side; ++i) {
-    std::vector<int64_t> row, col, block;
-    for (int64_t j = 0; j < side; ++j) {
-      row.push_back(i * side + j);
-      col.push_back(j * side + i);
-      const int64_t block_row = (i / n) * n + j / n, block_col = (i % n) * n + j % n;
-      block.push_back(block_row * side + block_col);
-    }
-    cliques.push_back(row);
-    cliques.push_back(col);
-    cliques.push_back(block);
-  }
-  return patterns::from_cliques(side * side, cliques, /*self_edges=*/true);
-}
 
 // GSDM's binary-continuous matrix factorisation graph: R (k x n), A (k x m), intermediates
 // K[t, i, j] = R[t, i] A[t, j] and E[i, j] = sum_t K[t, i, j]; edges K-R, K-A, E-K (symmetrised).
@@ -59,7 +42,7 @@ AttentionWorkload make_attention_workload(const std::string& name, uint64_t seed
     w.batch = 16;
     w.heads = 4;
     w.head_dim = 32;
-    w.patterns.push_back(sudoku_pattern(n));
+    w.patterns.push_back(sudoku::graphical_model(n).compile());
   } else if (name == "bcmf") {
     w.description = "GSDM BCMF graph, k=8, n=m=16 (R, A, K, E)";
     w.batch = 8;

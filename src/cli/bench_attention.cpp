@@ -145,11 +145,7 @@ void run(const BenchOptions& options, const GlobalOptions& global) {
       }
     }
   }
-  if (!options.json_path.empty()) {
-    std::ofstream out(options.json_path);
-    if (!out) throw std::runtime_error("cannot write " + options.json_path);
-    out << rows.dump(2) << "\n";
-  }
+  if (!options.json_path.empty()) write_json_file(options.json_path, rows);
 }
 
 }  // namespace

@@ -92,11 +92,7 @@ void run(const BenchGsdmOptions& o, const GlobalOptions& global) {
     row["sample_batch"] = o.sample_puzzles;
     rows.push_back(row);
   }
-  if (!o.json_path.empty()) {
-    std::ofstream out(o.json_path);
-    if (!out) throw std::runtime_error("cannot write " + o.json_path);
-    out << rows.dump(2) << "\n";
-  }
+  if (!o.json_path.empty()) write_json_file(o.json_path, rows);
 }
 
 }  // namespace

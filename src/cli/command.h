@@ -5,6 +5,7 @@
 #include <functional>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 namespace structdiff::cli {
 
@@ -12,6 +13,9 @@ struct GlobalOptions {
   int threads = 0;  // set from default_threads() in main
   uint64_t seed = 0;
 };
+
+// Writes `value` as indented JSON; throws std::runtime_error naming the path on failure.
+void write_json_file(const std::string& path, const nlohmann::json& value);
 
 // Each subcommand registers its options and stores the work to run in `action`; main runs it
 // after the global options took effect.

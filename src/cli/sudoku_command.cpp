@@ -226,11 +226,7 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
               distinct.size(), static_cast<long>(valid), static_cast<long>(samples.size()));
   rows.push_back({{"setting", "diversity"}, {"samples", samples.size()}, {"valid", valid},
                   {"distinct_valid", distinct.size()}});
-  if (!c.json_path.empty()) {
-    std::ofstream out(c.json_path);
-    if (!out) throw std::runtime_error("cannot write " + c.json_path);
-    out << rows.dump(2) << "\n";
-  }
+  if (!c.json_path.empty()) write_json_file(c.json_path, rows);
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "support/expect_throw.h"
+
 namespace structdiff::testing {
 
 // f maps the inputs to one tensor. The checker contracts f's output with a fixed random
@@ -86,17 +88,5 @@ inline void expect_same_function(
     EXPECT_FALSE(torch::isnan(x).any().item<bool>()) << "gradient " << i << " has NaN";
   }
 }
-
-// Expects `statement` to throw an exception of type E whose message contains `fragment`.
-#define EXPECT_THROW_WITH(statement, E, fragment)                                    \
-  do {                                                                               \
-    try {                                                                            \
-      statement;                                                                     \
-      ADD_FAILURE() << "expected " #E " containing \"" << (fragment) << "\"";        \
-    } catch (const E& error) {                                                       \
-      EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos)         \
-          << "message was: " << error.what();                                        \
-    }                                                                                \
-  } while (0)
 
 }  // namespace structdiff::testing
