@@ -8,6 +8,7 @@ packages=(
   libtorch-dev libopenblas0-openmp
   libcli11-dev nlohmann-json3-dev libstb-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  dataset-fashion-mnist
 )
 
 missing=()

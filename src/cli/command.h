@@ -26,5 +26,6 @@ void register_bench_gsdm(CLI::App& bench, const GlobalOptions& global, Action& a
 void register_pattern(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_gsdm(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_sudoku(CLI::App& app, const GlobalOptions& global, Action& action);
+void register_difformer(CLI::App& app, const GlobalOptions& global, Action& action);
 
 }  // namespace structdiff::cli

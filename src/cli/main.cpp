@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   cli::register_pattern(app, global, action);
   cli::register_gsdm(app, global, action);
   cli::register_sudoku(app, global, action);
+  cli::register_difformer(app, global, action);
 
   try {
     app.parse(argc, argv);

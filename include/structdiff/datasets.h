@@ -1,0 +1,77 @@
+// Node-classification data: instances with features and labels and an observed graph over them
+// (possibly without edges). Readers for (Fashion-)MNIST IDX files and a plain-text Planetoid-style
+// directory, a contextual stochastic block model, kNN graphs, semi-supervised splits.
+// Every reader throws std::runtime_error naming the file and what is wrong with it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "structdiff/pattern.h"
+
+namespace structdiff::data {
+
+struct NodeDataset {
+  std::string name;
+  torch::Tensor features;  // (N, F) float32
+  torch::Tensor labels;    // (N) int64 in [0, num_classes)
+  int64_t num_classes = 0;
+  AttentionPattern graph;  // symmetric adjacency over the N nodes, no self edges
+  int64_t num_nodes() const { return features.size(0); }
+};
+
+// ---- graphs ------------------------------------------------------------------------------------
+
+// Fraction of (directed) edges joining two nodes of the same class; 0 for a graph without edges.
+double edge_homophily(const AttentionPattern& graph, const torch::Tensor& labels);
+// The subgraph on `nodes` (distinct), renumbered in the order given.
+AttentionPattern induced_subgraph(const AttentionPattern& graph, const std::vector<int64_t>& nodes);
+// Each node joined to its k nearest other nodes in Euclidean distance, then symmetrised.
+AttentionPattern knn_graph(const torch::Tensor& features, int64_t k);
+
+// ---- splits ------------------------------------------------------------------------------------
+
+struct Split {
+  torch::Tensor train, valid, test;  // int64 node indices, disjoint
+};
+// `per_class` labelled nodes of every class, `valid` of the remaining nodes for validation, the
+// rest for testing; seeded. Throws std::invalid_argument when a class or the rest is too small.
+Split semi_supervised_split(const torch::Tensor& labels, int64_t num_classes, int64_t per_class,
+                            int64_t valid, uint64_t seed);
+
+// ---- contextual stochastic block model ---------------------------------------------------------
+
+struct CsbmOptions {
+  int64_t nodes = 1000;
+  int64_t classes = 5;            // balanced
+  int64_t feature_dim = 32;
+  double average_degree = 8.0;    // of the undirected graph, before merging duplicate edges
+  double homophily = 0.8;         // probability that an edge joins two nodes of one class
+  double feature_signal = 1.0;    // class means ~ N(0, signal^2 / F I); noise ~ N(0, I)
+};
+NodeDataset make_csbm(const CsbmOptions& options, uint64_t seed);
+
+// ---- Planetoid-style plain-text directory ------------------------------------------------------
+
+// DIR/features.txt: one line per node, F numbers separated by white space.
+// DIR/labels.txt:   one line per node, a class index >= 0 (num_classes = largest + 1).
+// DIR/edges.txt:    one line per undirected edge, two 0-based node indices; duplicates, both
+//                   directions and self edges allowed (self edges are dropped: models add A + I).
+// Blank lines and lines starting with '#' are skipped in every file.
+NodeDataset read_planetoid_directory(const std::string& directory);
+
+// ---- IDX (MNIST) -------------------------------------------------------------------------------
+
+// An IDX array of unsigned bytes (type 0x08), gzip-compressed or plain: uint8 tensor with the
+// file's dimensions. Checks the magic number, the dimensions, truncation and trailing bytes.
+torch::Tensor read_idx(const std::string& path);
+
+inline const char* const kFashionMnistDirectory = "/usr/share/datasets/fashion-mnist";
+// `pool_size` Fashion-MNIST training images (a multiple of 10), the same number of each class,
+// drawn with `seed`; pixels scaled to [0, 1] and flattened to 784 features; no graph edges.
+NodeDataset load_fashion_mnist(const std::string& directory, int64_t pool_size, uint64_t seed);
+
+}  // namespace structdiff::data

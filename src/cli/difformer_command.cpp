@@ -1,0 +1,230 @@
+// `structdiff difformer train`: semi-supervised node classification with DIFFormer or a baseline
+// (MLP, GCN, GAT, Transformer) on a CSBM graph, Fashion-MNIST or a Planetoid-style directory.
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "cli/command.h"
+#include "structdiff/datasets.h"
+#include "structdiff/difformer.h"
+#include "structdiff/difformer_training.h"
+#include "structdiff/train.h"
+
+namespace structdiff::cli {
+namespace {
+
+struct TrainCommand {
+  std::string dataset = "csbm";
+  std::string model = "difformer";
+  std::string kernel = "simple";
+  std::string simple_norm = "per-node";
+  difformer::DIFFormerOptions network;
+  difformer::TrainingOptions training;
+  int64_t labels_per_class = 20;
+  int64_t validation = 500;
+  int64_t runs = 5;
+  uint64_t seed = 0;
+  CLI::Option* seed_option = nullptr;  // not given: the global --seed
+  std::string fashion_directory = data::kFashionMnistDirectory;
+  int64_t pool = 15000;
+  int64_t knn = 10;
+  data::CsbmOptions csbm;
+  std::string json_path, log_path;
+};
+
+constexpr const char* kPlanetoidPrefix = "planetoid:";
+
+difformer::Diffusivity diffusivity_of(const TrainCommand& c) {
+  if (c.model == "difformer") {
+    return c.kernel == "simple" ? difformer::Diffusivity::simple : difformer::Diffusivity::sigmoid;
+  }
+  if (c.model == "mlp") return difformer::Diffusivity::identity;
+  if (c.model == "gcn") return difformer::Diffusivity::graph;
+  if (c.model == "gat") return difformer::Diffusivity::graph_attention;
+  return difformer::Diffusivity::full_attention;
+}
+
+std::string model_name(const TrainCommand& c) {
+  std::string name = c.model;
+  if (c.model == "difformer") name += c.kernel == "simple" ? "-s" : "-a";
+  return c.network.use_graph ? name + "+graph" : name;
+}
+
+// Fashion-MNIST has no graph: a kNN graph over the pixels stands in where the model reads one.
+data::NodeDataset load_dataset(const TrainCommand& c, bool needs_graph, uint64_t seed) {
+  if (c.dataset == "csbm") return data::make_csbm(c.csbm, seed);
+  if (c.dataset == "fashion-mnist") {
+    data::NodeDataset dataset = data::load_fashion_mnist(c.fashion_directory, c.pool, seed);
+    if (needs_graph) dataset.graph = data::knn_graph(dataset.features, c.knn);
+    return dataset;
+  }
+  if (c.dataset.rfind(kPlanetoidPrefix, 0) == 0) {
+    return data::read_planetoid_directory(c.dataset.substr(std::string(kPlanetoidPrefix).size()));
+  }
+  throw std::invalid_argument("--dataset takes csbm, fashion-mnist or planetoid:DIR, got '" +
+                              c.dataset + "'");
+}
+
+nlohmann::json dataset_options(const TrainCommand& c) {
+  if (c.dataset == "csbm") {
+    return {{"nodes", c.csbm.nodes}, {"classes", c.csbm.classes},
+            {"features", c.csbm.feature_dim}, {"degree", c.csbm.average_degree},
+            {"homophily", c.csbm.homophily}, {"signal", c.csbm.feature_signal}};
+  }
+  if (c.dataset == "fashion-mnist") return {{"pool", c.pool}, {"knn", c.knn}};
+  return nlohmann::json::object();
+}
+
+void run_train(const TrainCommand& c, const GlobalOptions& global) {
+  const uint64_t seed = c.seed_option->count() > 0 ? c.seed : global.seed;
+  difformer::DIFFormerOptions network = c.network;
+  network.diffusivity = diffusivity_of(c);
+  network.simple_norm =
+      c.simple_norm == "global" ? DiffusivityNorm::global : DiffusivityNorm::per_node;
+  if (network.use_graph && (c.model == "mlp" || c.model == "gcn")) {
+    throw std::invalid_argument("--use-graph adds a graph branch to attention models, not to " +
+                                c.model);
+  }
+  const data::NodeDataset dataset = load_dataset(c, difformer::needs_graph(network), seed);
+  network.input_dim = dataset.features.size(1);
+  network.num_classes = dataset.num_classes;
+  const std::string name = model_name(c);
+  const double homophily = data::edge_homophily(dataset.graph, dataset.labels);
+  std::printf("%s: %ld nodes, %ld features, %ld classes, %ld undirected edges (homophily %.3f)\n",
+              dataset.name.c_str(), static_cast<long>(dataset.num_nodes()),
+              static_cast<long>(network.input_dim), static_cast<long>(dataset.num_classes),
+              static_cast<long>(dataset.graph.num_entries() / 2), homophily);
+  std::fflush(stdout);
+
+  std::unique_ptr<train::JsonlLog> log;
+  if (!c.log_path.empty()) log = std::make_unique<train::JsonlLog>(c.log_path);
+  nlohmann::json runs = nlohmann::json::array();
+  std::vector<double> test_accuracies;
+  for (int64_t run = 0; run < c.runs; ++run) {
+    const uint64_t run_seed = seed + static_cast<uint64_t>(run);
+    const data::Split split = data::semi_supervised_split(
+        dataset.labels, dataset.num_classes, c.labels_per_class, c.validation, run_seed);
+    torch::manual_seed(run_seed);  // weights and dropout
+    difformer::DIFFormer model(network);
+    difformer::TrainingOptions training = c.training;
+    training.label = name + " run " + std::to_string(run + 1) + "/" + std::to_string(c.runs);
+    training.log = log.get();
+    const difformer::RunResult r =
+        difformer::train_node_classifier(model, dataset, split, training, run_seed);
+    std::printf("%s: test %.2f%% at epoch %ld (valid %.2f%%), %.1f s\n", training.label.c_str(),
+                100.0 * r.test_accuracy, static_cast<long>(r.best_epoch),
+                100.0 * r.best_valid_accuracy, r.seconds);
+    std::fflush(stdout);
+    test_accuracies.push_back(r.test_accuracy);
+    runs.push_back({{"seed", run_seed}, {"best_epoch", r.best_epoch},
+                    {"valid_accuracy", r.best_valid_accuracy}, {"test_accuracy", r.test_accuracy},
+                    {"final_loss", r.final_loss}, {"seconds", r.seconds}});
+  }
+  const torch::Tensor accuracies = torch::tensor(test_accuracies, torch::kDouble);
+  const double mean = accuracies.mean().item<double>();
+  // Sample standard deviation over runs; 0 for a single run.
+  const double std_dev = c.runs > 1 ? accuracies.std().item<double>() : 0.0;
+  std::printf("%s on %s: test accuracy %.2f +- %.2f%% over %ld runs\n", name.c_str(),
+              dataset.name.c_str(), 100.0 * mean, 100.0 * std_dev, static_cast<long>(c.runs));
+  if (!c.json_path.empty()) {
+    write_json_file(c.json_path,
+                    {{"dataset", dataset.name},
+                     {"model", name},
+                     {"nodes", dataset.num_nodes()},
+                     {"measured_homophily", homophily},
+                     {"config",
+                      {{"layers", network.layers}, {"hidden", network.hidden},
+                       {"heads", network.heads}, {"tau", network.tau},
+                       {"dropout", network.dropout}, {"simple_norm", c.simple_norm},
+                       {"value_projection", network.value_projection},
+                       {"activation", network.activation}, {"epochs", c.training.epochs},
+                       {"lr", c.training.learning_rate},
+                       {"weight_decay", c.training.weight_decay},
+                       {"batch", c.training.batch_size},
+                       {"labels_per_class", c.labels_per_class},
+                       {"validation", c.validation}, {"seed", seed}}},
+                     {"data", dataset_options(c)},
+                     {"runs", runs},
+                     {"test_accuracy_mean", mean},
+                     {"test_accuracy_std", std_dev}});
+  }
+}
+
+}  // namespace
+
+void register_difformer(CLI::App& app, const GlobalOptions& global, Action& action) {
+  CLI::App* difformer = app.add_subcommand(
+      "difformer", "DIFFormer and baselines for semi-supervised node classification");
+  difformer->require_subcommand(1);
+
+  auto t = std::make_shared<TrainCommand>();
+  CLI::App* train = difformer->add_subcommand(
+      "train", "Train and test over several runs (random splits and initialisations)");
+  train->add_option("--dataset", t->dataset, "csbm, fashion-mnist or planetoid:DIR")
+      ->capture_default_str();
+  train->add_option("--model", t->model, "difformer, mlp, gcn, gat or transformer")
+      ->check(CLI::IsMember({"difformer", "mlp", "gcn", "gat", "transformer"}))
+      ->capture_default_str();
+  train->add_option("--kernel", t->kernel, "DIFFormer diffusivity: simple (-s) or sigmoid (-a)")
+      ->check(CLI::IsMember({"simple", "sigmoid"}))
+      ->capture_default_str();
+  train->add_option("--simple-norm", t->simple_norm,
+                    "Simple kernel: per-node L2 (paper) or global Frobenius (released code)")
+      ->check(CLI::IsMember({"per-node", "global"}))
+      ->capture_default_str();
+  train->add_flag("--use-graph", t->network.use_graph,
+                  "Add the normalised input graph to the propagation (attention models)");
+  train->add_flag("--value-projection", t->network.value_projection,
+                  "Attention models: V = W_V z instead of V = z");
+  train->add_flag("--activation", t->network.activation, "ReLU after each layer's LayerNorm");
+  train->add_option("--layers", t->network.layers, "Diffusion layers K")->capture_default_str();
+  train->add_option("--hidden", t->network.hidden, "Hidden size")->capture_default_str();
+  train->add_option("--heads", t->network.heads, "Attention heads (averaged)")
+      ->capture_default_str();
+  train->add_option("--tau", t->network.tau, "Step size")->capture_default_str();
+  train->add_option("--dropout", t->network.dropout, "Dropout")->capture_default_str();
+  train->add_option("--epochs", t->training.epochs, "Epochs per run")->capture_default_str();
+  train->add_option("--lr", t->training.learning_rate, "Adam learning rate")->capture_default_str();
+  train->add_option("--weight-decay", t->training.weight_decay, "Adam weight decay")
+      ->capture_default_str();
+  train->add_option("--batch", t->training.batch_size,
+                    "Mini-batch size: random node partitions (0: full graph)")
+      ->capture_default_str();
+  train->add_option("--labels-per-class", t->labels_per_class, "Labelled nodes per class")
+      ->capture_default_str();
+  train->add_option("--validation", t->validation, "Validation nodes (test: the rest)")
+      ->capture_default_str();
+  train->add_option("--runs", t->runs, "Runs (seeds seed, seed+1, ...)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  t->seed_option = train->add_option("--seed", t->seed,
+                                     "Seed of the data and the first run (default: global --seed)");
+  train->add_option("--fashion-dir", t->fashion_directory, "Fashion-MNIST IDX directory")
+      ->capture_default_str();
+  train->add_option("--pool", t->pool, "Fashion-MNIST images (balanced over classes)")
+      ->capture_default_str();
+  train->add_option("--knn", t->knn, "Fashion-MNIST: k of the kNN graph for graph models")
+      ->capture_default_str();
+  train->add_option("--nodes", t->csbm.nodes, "CSBM nodes")->capture_default_str();
+  train->add_option("--classes", t->csbm.classes, "CSBM classes")->capture_default_str();
+  train->add_option("--features", t->csbm.feature_dim, "CSBM feature dimension")
+      ->capture_default_str();
+  train->add_option("--degree", t->csbm.average_degree, "CSBM average degree")
+      ->capture_default_str();
+  train->add_option("--homophily", t->csbm.homophily, "CSBM probability of intra-class edges")
+      ->capture_default_str();
+  train->add_option("--signal", t->csbm.feature_signal, "CSBM class-mean scale (noise is 1)")
+      ->capture_default_str();
+  train->add_flag("!--no-progress", t->training.show_progress, "No progress bar");
+  train->add_option("--json", t->json_path, "Write the results as JSON");
+  train->add_option("--log", t->log_path, "JSONL log, one record per epoch");
+  train->callback([t, &global, &action] { action = [t, &global] { run_train(*t, global); }; });
+}
+
+}  // namespace structdiff::cli
