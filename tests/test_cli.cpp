@@ -95,6 +95,31 @@ TEST(Cli, BenchAttentionWritesJsonRows) {
   }
 }
 
+TEST(Cli, BenchDifformerWritesJson) {
+  const std::string json_path = temp_path("bench_difformer.json");
+  Result r = run("--threads 1 bench difformer --kernel simple --nodes 500 1000 --dim 16 "
+                 "--max-seconds 0 --json " + json_path);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("log-log slope"), std::string::npos) << r.output;
+  std::ifstream file(json_path);
+  nlohmann::json rows = nlohmann::json::parse(file);
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& row : rows) {
+    for (const char* field : {"kernel", "nodes", "ms", "peak_mb"}) {
+      EXPECT_TRUE(row.contains(field)) << field;
+    }
+    EXPECT_EQ(row["kernel"], "simple");
+    EXPECT_GT(row["ms"].get<double>(), 0.0);
+    EXPECT_GT(row["peak_mb"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(rows[1]["nodes"], 1000);
+
+  r = run("bench difformer --kernel cubic");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(line_count(r.output), 1) << r.output;
+  EXPECT_EQ(r.output.rfind("structdiff: error: ", 0), 0u) << r.output;
+}
+
 }  // namespace
 
 namespace {

@@ -1,7 +1,6 @@
 // `structdiff bench attention`: dense-with-pattern, gather and the fused sparse kernel, forward
 // + backward, side by side in one process on named workloads.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -32,7 +31,6 @@ struct Measurement {
   double ms = 0, gflops = 0, edges_per_second = 0, peak_mb = 0, max_abs_error = 0;
 };
 
-using Clock = std::chrono::steady_clock;
 
 Measurement measure(const AttentionWorkload& w, const std::string& mechanism,
                     torch::ScalarType dtype, const BenchOptions& options, uint64_t seed) {
@@ -81,16 +79,7 @@ Measurement measure(const AttentionWorkload& w, const std::string& mechanism,
     step();
     result.peak_mb = static_cast<double>(tracker.peak_bytes()) / (1024.0 * 1024.0);
   }
-  std::vector<double> times;
-  const auto start = Clock::now();
-  while (static_cast<int>(times.size()) < options.min_reps ||
-         std::chrono::duration<double>(Clock::now() - start).count() < options.min_seconds) {
-    const auto t0 = Clock::now();
-    step();
-    times.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-  }
-  std::sort(times.begin(), times.end());
-  result.ms = times[times.size() / 2];
+  result.ms = median_ms(step, options.min_reps, options.min_seconds);
   // Useful work only: per pattern entry, forward Q.K and P.V (4d) and backward dV, dP, dQ, dK (8d).
   const double pairs = static_cast<double>(w.batch * w.heads) * static_cast<double>(entries);
   result.gflops = pairs * 12.0 * static_cast<double>(w.head_dim) / (result.ms * 1e6);
@@ -102,7 +91,7 @@ void run(const BenchOptions& options, const GlobalOptions& global) {
   const torch::ScalarType dtype = options.dtype == "float64" ? torch::kDouble : torch::kFloat;
   nlohmann::json rows = nlohmann::json::array();
   std::printf("structdiff bench attention: %s, %d threads, forward + backward, median of >= %d "
-              "runs and >= %.1f s\n",
+              "runs (more while they fit in %.1f s)\n",
               options.dtype.c_str(), global.threads, options.min_reps, options.min_seconds);
   std::printf("%-11s %-8s %10s %9s %12s %9s %10s\n", "workload", "mech", "ms", "GFLOP/s",
               "edges/s", "peak MB", "max|err|");
@@ -163,7 +152,7 @@ void register_bench_attention(CLI::App& bench, const GlobalOptions& global, Acti
   cmd->add_option("--dtype", options->dtype, "float32 or float64")
       ->check(CLI::IsMember({"float32", "float64"}))
       ->capture_default_str();
-  cmd->add_option("--min-time", options->min_seconds, "Minimum seconds per measurement")
+  cmd->add_option("--min-time", options->min_seconds, "Time budget per measurement: more runs while they fit")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--min-reps", options->min_reps, "Minimum timed runs per measurement")

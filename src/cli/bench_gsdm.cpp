@@ -48,18 +48,19 @@ void run(const BenchGsdmOptions& o, const GlobalOptions& global) {
     // Data generation is excluded: the step is the model's forward, backward and update.
     std::vector<sudoku::Batch> batches;
     for (int64_t i = 0; i < o.train_steps + 2; ++i) batches.push_back(sudoku::make_training_batch(n, o.batch, rng));
-    std::vector<double> times;
-    for (size_t i = 0; i < batches.size(); ++i) {
-      const auto start = Clock::now();
+    size_t next = 0;
+    auto step = [&] {
+      const sudoku::Batch& batch = batches[next++];
       optimizer.zero_grad();
-      gsdm::training_loss(trained.model, trained.schedule, batches[i].x0, batches[i].observed).backward();
+      gsdm::training_loss(trained.model, trained.schedule, batch.x0, batch.observed).backward();
       torch::nn::utils::clip_grad_norm_(trained.model->parameters(), 1.0);
       optimizer.step();
-      if (i >= 2) times.push_back(seconds_since(start));  // two warm-up steps
-    }
-    std::sort(times.begin(), times.end());
-    const double step_ms = 1e3 * times[times.size() / 2];
-    std::printf("%-7s training step %8.1f ms/step (median of %zu)\n", attention.c_str(), step_ms, times.size());
+    };
+    step();  // two warm-up steps
+    step();
+    const double step_ms = median_ms(step, static_cast<int>(o.train_steps), 0.0);
+    std::printf("%-7s training step %8.1f ms/step (median of %ld)\n", attention.c_str(), step_ms,
+                static_cast<long>(o.train_steps));
     nlohmann::json row = {{"problem", o.problem}, {"size", o.size}, {"attention", attention},
                           {"batch", o.batch}, {"threads", global.threads}, {"train_step_ms", step_ms}};
 

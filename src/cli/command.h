@@ -17,12 +17,17 @@ struct GlobalOptions {
 // Writes `value` as indented JSON; throws std::runtime_error naming the path on failure.
 void write_json_file(const std::string& path, const nlohmann::json& value);
 
+// Median wall-clock milliseconds of `run` over at least `min_runs` runs; after those, further
+// runs while one more still fits within `budget_seconds` of the first run's start.
+double median_ms(const std::function<void()>& run, int min_runs, double budget_seconds);
+
 // Each subcommand registers its options and stores the work to run in `action`; main runs it
 // after the global options took effect.
 using Action = std::function<void()>;
 
 void register_bench_attention(CLI::App& bench, const GlobalOptions& global, Action& action);
 void register_bench_gsdm(CLI::App& bench, const GlobalOptions& global, Action& action);
+void register_bench_difformer(CLI::App& bench, const GlobalOptions& global, Action& action);
 void register_pattern(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_gsdm(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_sudoku(CLI::App& app, const GlobalOptions& global, Action& action);

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
   cli::register_bench_attention(*bench, global, action);
   cli::register_bench_gsdm(*bench, global, action);
+  cli::register_bench_difformer(*bench, global, action);
   cli::register_pattern(app, global, action);
   cli::register_gsdm(app, global, action);
   cli::register_sudoku(app, global, action);

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Markdown tables from the JSON files of scripts/difformer_experiments.sh.
+
+Usage: scripts/difformer_summary.py OUT_DIR > summary.md
+
+Accuracies are test accuracy at the best validation epoch, mean ± sample std over runs (%).
+Models are listed in the order their cells were written, i.e. the script's order.
+"""
+import json
+import pathlib
+import sys
+
+
+def markdown_table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def load_results(directory):
+    paths = sorted(directory.glob("*.json"), key=lambda path: path.stat().st_mtime)
+    return [json.loads(path.read_text()) for path in paths]
+
+
+def accuracy_table(results, column_of, column_name):
+    """One row per model, one column per value of column_of(result)."""
+    models = list(dict.fromkeys(result["model"] for result in results))
+    columns = sorted({column_of(result) for result in results})
+    cells = {(result["model"], column_of(result)):
+             f"{100 * result['test_accuracy_mean']:.1f} ± {100 * result['test_accuracy_std']:.1f}"
+             for result in results}
+    rows = [[model] + [cells.get((model, column), "") for column in columns] for model in models]
+    return markdown_table(["model"] + [column_name(column) for column in columns], rows)
+
+
+def run_counts(results):
+    return ", ".join(str(count) for count in sorted({len(result["runs"]) for result in results}))
+
+
+def fashion_section(results):
+    config = results[0]["config"]
+    return "\n".join([
+        "## Fashion-MNIST, low label rates (Table 4 shape)", "",
+        f"Pool {results[0]['data']['pool']} images, validation {config['validation']}, "
+        f"{config['layers']} layers, hidden {config['hidden']}, {config['epochs']} epochs, "
+        f"runs per cell: {run_counts(results)}.", "",
+        accuracy_table(results, lambda result: result["config"]["labels_per_class"],
+                       lambda labels: f"{labels} labels/class"),
+    ])
+
+
+def csbm_section(results):
+    data = results[0]["data"]
+    return "\n".join([
+        "## CSBM, accuracy against homophily", "",
+        f"{data['nodes']} nodes, {data['classes']} classes, degree {data['degree']}, "
+        f"runs per cell: {run_counts(results)}.", "",
+        accuracy_table(results, lambda result: result["data"]["homophily"],
+                       lambda homophily: f"h={homophily:g}"),
+    ])
+
+
+def scaling_section(rows):
+    table_rows = []
+    for row in rows:
+        if "skipped" in row:
+            table_rows.append([row["kernel"], str(row["nodes"]), f"skipped ({row['skipped']})", "", ""])
+            continue
+        slope = row.get("slope_from_previous")
+        table_rows.append([row["kernel"], str(row["nodes"]), f"{row['ms']:.2f}",
+                           f"{row['peak_mb']:.1f}", "" if slope is None else f"{slope:.2f}"])
+    return "\n".join([
+        "## Scaling of one DIFFormerConv layer (forward + backward)", "",
+        f"dim {rows[0]['dim']}, {rows[0]['threads']} threads; slope: log-log, from the previous size.",
+        "",
+        markdown_table(["kernel", "nodes", "ms", "peak MB", "slope"], table_rows),
+    ])
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    out = pathlib.Path(sys.argv[1])
+    sections = []
+    fashion = load_results(out / "fashion")
+    if fashion:
+        sections.append(fashion_section(fashion))
+    csbm = load_results(out / "csbm")
+    if csbm:
+        sections.append(csbm_section(csbm))
+    scaling_path = out / "scaling.json"
+    if scaling_path.exists():
+        sections.append(scaling_section(json.loads(scaling_path.read_text())))
+    print("# DIFFormer experiments\n\n" + "\n\n".join(sections))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+// `structdiff bench difformer`: forward + backward time and peak memory of one DIFFormerConv layer
+// against the number of instances N, with the log-log slope that tells linear from quadratic.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "cli/command.h"
+#include "structdiff/difformer.h"
+#include "structdiff/runtime.h"
+
+namespace structdiff::cli {
+namespace {
+
+struct BenchDifformerOptions {
+  std::vector<std::string> kernels = {"simple", "sigmoid"};
+  std::vector<int64_t> nodes;  // empty: the kernel's default sizes
+  int64_t dim = 64;
+  int min_reps = 3;
+  double max_seconds = 0.5;
+  double memory_limit_gb = 8.0;
+  std::string json_path;
+};
+
+std::vector<int64_t> default_nodes(const std::string& kernel) {
+  if (kernel == "simple") return {1000, 3000, 10000, 30000, 100000, 300000, 1000000};
+  return {1000, 3000, 10000, 20000};
+}
+
+// Forward + backward of the sigmoid kernel peaks at about five N x N float32 matrices (measured
+// at N = 1000 and 3000: scores, log-weights, weights and their gradients); the simple kernel holds
+// nothing quadratic.
+double estimated_quadratic_gb(const std::string& kernel, int64_t nodes) {
+  if (kernel == "simple") return 0.0;
+  constexpr double kMatricesAtPeak = 5.0;
+  const double n = static_cast<double>(nodes);
+  return kMatricesAtPeak * n * n * sizeof(float) / 1e9;
+}
+
+struct Measurement {
+  double ms = 0, peak_mb = 0;
+};
+
+
+Measurement measure(const std::string& kernel, int64_t nodes, const BenchDifformerOptions& o,
+                    uint64_t seed) {
+  torch::manual_seed(seed);
+  difformer::ConvOptions conv_options;
+  conv_options.dim = o.dim;
+  conv_options.diffusivity =
+      kernel == "simple" ? difformer::Diffusivity::simple : difformer::Diffusivity::sigmoid;
+  difformer::DIFFormerConv conv(conv_options);
+  torch::Tensor z = torch::randn({nodes, o.dim}).requires_grad_(true);
+  std::vector<torch::Tensor> leaves = conv->parameters();
+  leaves.push_back(z);
+  auto step = [&] {
+    for (torch::Tensor& leaf : leaves) leaf.mutable_grad() = torch::Tensor();
+    conv->forward(z).sum().backward();
+  };
+
+  Measurement result;
+  step();  // warm-up
+  {
+    PeakMemoryTracker tracker;
+    step();
+    result.peak_mb = static_cast<double>(tracker.peak_bytes()) / (1024.0 * 1024.0);
+  }
+  result.ms = median_ms(step, o.min_reps, o.max_seconds);
+  return result;
+}
+
+// Least-squares slope of log(ms) against log(N); about 1 for linear, 2 for quadratic cost.
+std::optional<double> log_log_slope(const std::vector<std::pair<int64_t, double>>& points) {
+  if (points.size() < 2) return std::nullopt;
+  double mean_x = 0, mean_y = 0;
+  for (const auto& [n, ms] : points) {
+    mean_x += std::log(static_cast<double>(n));
+    mean_y += std::log(ms);
+  }
+  mean_x /= static_cast<double>(points.size());
+  mean_y /= static_cast<double>(points.size());
+  double covariance = 0, variance = 0;
+  for (const auto& [n, ms] : points) {
+    const double dx = std::log(static_cast<double>(n)) - mean_x;
+    covariance += dx * (std::log(ms) - mean_y);
+    variance += dx * dx;
+  }
+  if (variance == 0) return std::nullopt;
+  return covariance / variance;
+}
+
+void run(const BenchDifformerOptions& o, const GlobalOptions& global) {
+  nlohmann::json rows = nlohmann::json::array();
+  std::printf("structdiff bench difformer: one DIFFormerConv layer (heads 1, no graph), dim %ld, "
+              "%d threads, forward + backward, median of >= %d runs and up to %.1f s\n",
+              static_cast<long>(o.dim), global.threads, o.min_reps, o.max_seconds);
+  std::printf("%-8s %9s %10s %9s %7s\n", "kernel", "nodes", "ms", "peak MB", "slope");
+  for (const std::string& kernel : o.kernels) {
+    std::vector<std::pair<int64_t, double>> measured;  // (N, ms)
+    std::vector<int64_t> nodes = o.nodes.empty() ? default_nodes(kernel) : o.nodes;
+    std::sort(nodes.begin(), nodes.end());
+    for (const int64_t n : nodes) {
+      nlohmann::json row = {{"kernel", kernel}, {"nodes", n}, {"dim", o.dim},
+                            {"threads", global.threads}};
+      const double estimated_gb = estimated_quadratic_gb(kernel, n);
+      if (estimated_gb > o.memory_limit_gb) {
+        std::printf("%-8s %9ld skipped (memory: about %.1f GB > %.1f GB)\n", kernel.c_str(),
+                    static_cast<long>(n), estimated_gb, o.memory_limit_gb);
+        row["skipped"] = "memory";
+        rows.push_back(row);
+        continue;
+      }
+      const Measurement m = measure(kernel, n, o, global.seed);
+      // Slope from the previous measured size: the local exponent of the cost.
+      const std::optional<double> slope =
+          measured.empty() ? std::nullopt : log_log_slope({measured.back(), {n, m.ms}});
+      measured.emplace_back(n, m.ms);
+      char slope_text[16] = "-";
+      if (slope) std::snprintf(slope_text, sizeof(slope_text), "%.2f", *slope);
+      std::printf("%-8s %9ld %10.2f %9.1f %7s\n", kernel.c_str(), static_cast<long>(n), m.ms,
+                  m.peak_mb, slope_text);
+      std::fflush(stdout);
+      row["ms"] = m.ms;
+      row["peak_mb"] = m.peak_mb;
+      if (slope) row["slope_from_previous"] = *slope;
+      rows.push_back(row);
+    }
+    if (const std::optional<double> overall = log_log_slope(measured)) {
+      std::printf("%-8s log-log slope over %zu sizes (least squares): %.2f\n", kernel.c_str(),
+                  measured.size(), *overall);
+    }
+  }
+  if (!o.json_path.empty()) write_json_file(o.json_path, rows);
+}
+
+}  // namespace
+
+void register_bench_difformer(CLI::App& bench, const GlobalOptions& global, Action& action) {
+  auto o = std::make_shared<BenchDifformerOptions>();
+  CLI::App* cmd = bench.add_subcommand(
+      "difformer", "DIFFormerConv forward + backward time and memory against the number of nodes");
+  cmd->add_option("--kernel", o->kernels, "Diffusivities: simple (linear) or sigmoid (quadratic)")
+      ->check(CLI::IsMember({"simple", "sigmoid"}))
+      ->capture_default_str();
+  cmd->add_option("--nodes", o->nodes,
+                  "Numbers of nodes (default: simple 1e3..1e6, sigmoid 1e3..2e4)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--dim", o->dim, "Feature dimension")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--min-reps", o->min_reps, "Minimum timed runs per size")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-seconds", o->max_seconds,
+                  "Time per size: more runs after --min-reps while they fit in this")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--memory-limit-gb", o->memory_limit_gb,
+                  "Skip sizes whose N x N matrices would need more than this")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--json", o->json_path, "Write one JSON row per kernel and size");
+  cmd->callback([o, &global, &action] { action = [o, &global] { run(*o, global); }; });
+}
+
+}  // namespace structdiff::cli
