@@ -89,11 +89,11 @@ std::vector<Grid> solve(gsdm::Gsdm model, const diffusion::NoiseSchedule& schedu
   const int n = puzzles.front().n;
   torch::Tensor observed = observed_mask(puzzles);
   torch::Tensor values = encode(puzzles);
+  // The conditioned model writes the givens into its input and over its output at every step,
+  // so the sampler needs no clamp of its own.
   diffusion::ModelFn fn = gsdm::conditioned_model(model, observed, values);
-  torch::Tensor entries = model->layout().expand_node_mask(observed);
   diffusion::SamplerOptions sampler;
   sampler.prediction = diffusion::Prediction::x0;
-  sampler.clamp = [&](const torch::Tensor& x) { return torch::where(entries, values, x); };
   sampler.progress = options.progress;
   torch::Tensor noise = torch::randn(values.sizes());
   torch::Tensor x0 = options.sampler == Sampler::ancestral
