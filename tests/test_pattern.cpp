@@ -518,7 +518,7 @@ TEST(PatternImage, DownscalesByAnIntegerFactor) {
 TEST(PatternImage, Errors) {
   const std::string missing_dir = ::testing::TempDir() + "structdiff_no_such_dir/pattern.png";
   EXPECT_THROW_WITH(patterns::full(4, 4).write_png(missing_dir), std::runtime_error,
-                    "could not write " + missing_dir);
+                    "cannot write PNG " + missing_dir);
   EXPECT_THROW_WITH(patterns::full(4, 4).write_png(missing_dir, 0), std::invalid_argument,
                     "write_png: max_side must be >= 1, got 0");
   EXPECT_THROW_WITH(patterns::full(0, 4).write_png(missing_dir), std::invalid_argument,

@@ -1,5 +1,4 @@
-// Training a GSDM: Adam, gradient clipping, EMA weights for evaluation, data generated on the fly,
-// periodic validation, progress bar, JSONL metrics, atomic checkpoints that resume exactly.
+// Training a GSDM on data generated on the fly, through the shared training loop (train.h).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +10,7 @@
 
 #include "structdiff/diffusion.h"
 #include "structdiff/gsdm.h"
+#include "structdiff/train.h"
 
 namespace structdiff::gsdm {
 
@@ -19,19 +19,9 @@ struct TrainingBatch {
   torch::Tensor observed;  // (batch, nodes) bool
 };
 
-struct TrainingOptions {
-  int64_t steps = 1000;      // total steps (a resumed run continues up to this)
+struct TrainingOptions : train::LoopOptions {
+  TrainingOptions() { learning_rate = 2e-5; }  // the GSDM paper's rate
   int64_t batch = 32;
-  double learning_rate = 2e-5;
-  double clip_norm = 1.0;
-  double ema_decay = 0.999;
-  int64_t validate_every = 0;    // 0: never
-  int64_t checkpoint_every = 0;  // 0: only at the end
-  double max_seconds = 0;        // 0: no limit; otherwise stop (and checkpoint) after this long
-  std::string checkpoint_path;   // full state, for resuming; empty: none
-  std::string log_path;          // JSONL metrics; empty: none
-  bool resume = false;           // continue from checkpoint_path if it exists
-  bool show_progress = true;
 };
 
 struct TrainingProblem {
@@ -41,11 +31,7 @@ struct TrainingProblem {
   nlohmann::json metadata;  // stored in checkpoints: what is needed to rebuild the model
 };
 
-struct TrainingResult {
-  int64_t steps_done = 0;  // total, including steps before a resume
-  double seconds = 0;      // this run's wall-clock time
-  double final_loss = 0;   // mean loss over the last 100 steps
-};
+using TrainingResult = train::LoopResult;
 
 // Trains `model` in place; `ema_model` (same architecture) receives the EMA weights at the end
 // and before each validation.

@@ -5,8 +5,10 @@
 #include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -86,5 +88,52 @@ class JsonlLog {
  private:
   std::ofstream out_;
 };
+
+// ---- the training loop shared by every diffusion model ------------------------------------------
+
+enum class LearningRateDecay { constant, cosine };
+LearningRateDecay parse_learning_rate_decay(const std::string& name);  // "constant" | "cosine"
+// The learning rate at 0-based `step` of `total_steps`: linear warm-up over `warmup_steps`, then
+// constant or cosine decay to zero at `total_steps`. A function of the step alone, so a resumed
+// run follows the same schedule.
+double learning_rate_at(double base, LearningRateDecay decay, int64_t warmup_steps, int64_t step,
+                        int64_t total_steps);
+
+struct LoopOptions {
+  int64_t steps = 1000;      // total steps (a resumed run continues up to this)
+  double learning_rate = 2e-4;
+  LearningRateDecay decay = LearningRateDecay::constant;
+  int64_t warmup_steps = 0;
+  double clip_norm = 1.0;
+  double ema_decay = 0.999;
+  int64_t validate_every = 0;    // 0: never
+  int64_t checkpoint_every = 0;  // 0: only at the end
+  double max_seconds = 0;        // 0: no limit; otherwise stop (and checkpoint) after this long
+  std::string checkpoint_path;   // full state, for resuming; empty: none
+  std::string log_path;          // JSONL metrics; empty: none
+  bool resume = false;           // continue from checkpoint_path if it exists
+  bool show_progress = true;
+};
+
+struct LoopTask {
+  torch::nn::Module* model = nullptr;      // trained in place
+  torch::nn::Module* ema_model = nullptr;  // same architecture; receives the EMA weights
+  // The loss of one freshly drawn batch; `rng` is the data generator, saved in checkpoints.
+  std::function<torch::Tensor(std::mt19937_64& rng)> loss;
+  // Metrics of ema_model (already in eval mode); may be empty.
+  std::function<nlohmann::json()> validate;
+  nlohmann::json metadata;  // stored in checkpoints: what is needed to rebuild the model
+};
+
+struct LoopResult {
+  int64_t steps_done = 0;  // total, including steps before a resume
+  double seconds = 0;      // this run's wall-clock time
+  double final_loss = 0;   // mean loss over the last 100 steps
+};
+
+// Adam with gradient clipping, EMA, progress bar, JSONL log (loss, grad_norm, lr, seconds per
+// step; validation metrics), atomic checkpoints (model, optimizer, EMA, generators, step) that
+// resume exactly. ema_model holds the EMA weights, in eval mode, on return.
+LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64_t data_seed);
 
 }  // namespace structdiff::train

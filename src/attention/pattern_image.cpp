@@ -6,16 +6,8 @@
 #include <vector>
 
 #include "structdiff/pattern.h"
+#include "util/png.h"
 
-// Static linkage keeps stb's symbols private to this file, so no other part of the program can
-// clash with them. Third-party code: its warnings (unused writers, brace init) are not ours.
-#define STB_IMAGE_WRITE_STATIC
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#pragma GCC diagnostic ignored "-Wunused-function"
-#include <stb_image_write.h>
-#pragma GCC diagnostic pop
 
 namespace structdiff {
 
@@ -53,10 +45,7 @@ void AttentionPattern::write_png(const std::string& path, int64_t max_side) cons
       pixels[y * width + x] = static_cast<uint8_t>(std::lround(255.0 * fraction));
     }
   }
-  const int written = stbi_write_png(path.c_str(), static_cast<int>(width),
-                                     static_cast<int>(height), /*comp=*/1, pixels.data(),
-                                     /*stride_in_bytes=*/static_cast<int>(width));
-  if (written == 0) throw std::runtime_error("write_png: could not write " + path);
+  write_png_file(path, width, height, /*channels=*/1, pixels);
 }
 
 }  // namespace structdiff

@@ -7,6 +7,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "structdiff/train.h"
+
 namespace structdiff::cli {
 
 struct GlobalOptions {
@@ -21,6 +23,11 @@ void write_json_file(const std::string& path, const nlohmann::json& value);
 // runs while one more still fits within `budget_seconds` of the first run's start.
 double median_ms(const std::function<void()>& run, int min_runs, double budget_seconds);
 
+// The shared training-loop options: --train-steps, --max-minutes, --lr, --lr-decay, --warmup,
+// --clip, --ema, --validate-every, --checkpoint, --checkpoint-every, --resume, --log.
+// `options` must outlive the parse (the subcommand's state).
+void add_training_loop_options(CLI::App& command, train::LoopOptions& options);
+
 // Each subcommand registers its options and stores the work to run in `action`; main runs it
 // after the global options took effect.
 using Action = std::function<void()>;
@@ -28,6 +35,7 @@ using Action = std::function<void()>;
 void register_bench_attention(CLI::App& bench, const GlobalOptions& global, Action& action);
 void register_bench_gsdm(CLI::App& bench, const GlobalOptions& global, Action& action);
 void register_bench_difformer(CLI::App& bench, const GlobalOptions& global, Action& action);
+void register_bench_ddpm(CLI::App& bench, const GlobalOptions& global, Action& action);
 void register_pattern(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_gsdm(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_sudoku(CLI::App& app, const GlobalOptions& global, Action& action);

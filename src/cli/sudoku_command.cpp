@@ -49,7 +49,6 @@ struct TrainCommand {
   diffusion::ScheduleConfig schedule;
   std::string schedule_kind = "linear";
   gsdm::TrainingOptions training;
-  double max_minutes = 0;
   std::string out = "sudoku.pt";
   int64_t validation_puzzles = 64;
 };
@@ -88,7 +87,6 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
                           {"violated_fraction_at_50pct", a.violated_fraction}};
   };
   gsdm::TrainingOptions options = c.training;
-  options.max_seconds = c.max_minutes * 60.0;
   const int64_t parameters = [&] {
     int64_t count = 0;
     for (const auto& p : trained.model->parameters()) count += p.numel();
@@ -256,21 +254,10 @@ void register_sudoku(CLI::App& app, const GlobalOptions& global, Action& action)
   train->add_option("--diffusion-steps", t->schedule.steps, "T")->capture_default_str();
   train->add_option("--beta-start", t->schedule.beta_start, "Linear schedule start")->capture_default_str();
   train->add_option("--beta-end", t->schedule.beta_end, "Linear schedule end")->capture_default_str();
-  train->add_option("--train-steps", t->training.steps, "Total optimiser steps")->capture_default_str();
-  train->add_option("--max-minutes", t->max_minutes, "Stop after this long (0: no limit)")->capture_default_str();
+  add_training_loop_options(*train, t->training);
   train->add_option("--batch", t->training.batch, "Batch size")->capture_default_str();
-  train->add_option("--lr", t->training.learning_rate, "Adam learning rate")->capture_default_str();
-  train->add_option("--clip", t->training.clip_norm, "Gradient norm clip")->capture_default_str();
-  train->add_option("--ema", t->training.ema_decay, "EMA decay")->capture_default_str();
-  train->add_option("--validate-every", t->training.validate_every, "Steps between validations (0: never)")
-      ->capture_default_str();
   train->add_option("--validation-puzzles", t->validation_puzzles, "Puzzles per validation")
       ->capture_default_str();
-  train->add_option("--checkpoint", t->training.checkpoint_path, "Full training state, for --resume");
-  train->add_option("--checkpoint-every", t->training.checkpoint_every, "Steps between checkpoints")
-      ->capture_default_str();
-  train->add_flag("--resume", t->training.resume, "Continue from --checkpoint if it exists");
-  train->add_option("--log", t->training.log_path, "JSONL metrics log");
   train->add_option("--out", t->out, "Trained model (EMA weights) to write")->capture_default_str();
   train->callback([t, &global, &action] { action = [t, &global] { run_train(*t, global); }; });
 
