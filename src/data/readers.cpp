@@ -47,7 +47,13 @@ class GzipFile {
         int code = 0;
         throw file_error(path_, std::string("corrupt gzip data (") + gzerror(file_, &code) + ")");
       }
-      if (got == 0) break;
+      if (got == 0) {
+        // gzread reports a gzip stream cut short as a plain end of file; only gzerror tells.
+        int code = 0;
+        gzerror(file_, &code);
+        if (code == Z_BUF_ERROR) throw file_error(path_, "truncated gzip data");
+        break;
+      }
       done += static_cast<size_t>(got);
     }
     return done;
