@@ -1,6 +1,7 @@
 // The command-line tool as a user meets it: help, one-line errors, pattern and bench commands.
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -8,6 +9,8 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include "structdiff/datasets.h"
 
 namespace {
 
@@ -47,7 +50,8 @@ TEST(Cli, HelpOnEveryLevel) {
 TEST(Cli, BadArgumentsGiveOneLineAndNonZeroExit) {
   for (const char* args : {"", "--no-such-flag", "--threads 0 pattern --builder causal",
                            "bench", "bench attention --workload nope", "pattern",
-                           "pattern --builder causal --workload sudoku9"}) {
+                           "pattern --builder causal --workload sudoku9", "classifier",
+                           "classifier train --dataset cifar10 --out x.pt"}) {
     Result r = run(args);
     EXPECT_NE(r.exit_code, 0) << args;
     EXPECT_EQ(line_count(r.output), 1) << args << ": " << r.output;
@@ -118,6 +122,32 @@ TEST(Cli, BenchDifformerWritesJson) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(line_count(r.output), 1) << r.output;
   EXPECT_EQ(r.output.rfind("structdiff: error: ", 0), 0u) << r.output;
+}
+
+TEST(Cli, ClassifierEvalOfTheShippedModel) {
+  if (!std::filesystem::exists(std::string(structdiff::data::kFashionMnistDirectory) +
+                               "/t10k-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed (scripts/setup.sh installs it)";
+  }
+  const std::string json_path = temp_path("classifier_eval.json");
+  Result r = run("--threads 1 classifier eval --model " + std::string(STRUCTDIFF_SOURCE_DIR) +
+                 "/models/classifier-fashion-mnist.pt --json " + json_path);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("the floor for generated samples"), std::string::npos) << r.output;
+  std::ifstream file(json_path);
+  const nlohmann::json result = nlohmann::json::parse(file);
+  EXPECT_EQ(result["dataset"], "fashion-mnist");
+  EXPECT_GT(result["test_accuracy"].get<double>(), 0.85);
+  EXPECT_EQ(result["frechet_train_images"], 10000);
+  EXPECT_GT(result["frechet_train_vs_test"].get<double>(), 0.0);
+
+  r = run("classifier train --dataset mnist --data-dir /nonexistent --out " +
+          temp_path("classifier.pt"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(line_count(r.output), 1) << r.output;
+  EXPECT_NE(r.output.find("/nonexistent/train-images-idx3-ubyte.gz: not found"),
+            std::string::npos)
+      << r.output;
 }
 
 }  // namespace

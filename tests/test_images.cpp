@@ -117,8 +117,8 @@ TEST(ImageDataset, MissingFilesSayHowToGetThem) {
   const TemporaryDirectory empty;
   EXPECT_THROW_WITH(load_image_dataset("mnist", ImageSplit::train, empty.path()),
                     std::runtime_error,
-                    empty.file("train-images-idx3-ubyte.gz") + ": not found (to get MNIST, run "
-                                                               "scripts/setup.sh");
+                    empty.file("train-images-idx3-ubyte.gz") +
+                        ": not found (to get MNIST, run scripts/setup.sh");
   EXPECT_THROW_WITH(load_image_dataset("fashion-mnist", ImageSplit::test, empty.path()),
                     std::runtime_error, "dataset-fashion-mnist");
 }
@@ -157,9 +157,9 @@ TEST(ImageDataset, RejectsDamagedFilesByName) {
                     split.images_path() + ": unexpected bytes after the data");
 
   write_gzip(split.images_path(), idx({3, 27, 28}, std::vector<uint8_t>(3 * 27 * 28)));
-  EXPECT_THROW_WITH(split.load(), std::runtime_error,
-                    split.images_path() +
-                        ": expected (N, 28, 28) images, got an array of shape (3, 27, 28)");
+  EXPECT_THROW_WITH(
+      split.load(), std::runtime_error,
+      split.images_path() + ": expected (N, 28, 28) images, got an array of shape (3, 27, 28)");
   write_gzip(split.images_path(), idx({3, 784}, std::vector<uint8_t>(3 * 784)));
   EXPECT_THROW_WITH(split.load(), std::runtime_error, "got an array of shape (3, 784)");
   write_gzip(split.images_path(), three_images());

@@ -12,9 +12,9 @@
 namespace structdiff::data {
 
 struct ImageDataset {
-  std::string name;        // "fashion-mnist" or "mnist"
-  torch::Tensor images;    // (N, 1, 28, 28) float32 in [0, 1]
-  torch::Tensor labels;    // (N) int64 in [0, num_classes)
+  std::string name;      // "fashion-mnist" or "mnist"
+  torch::Tensor images;  // (N, 1, 28, 28) float32 in [0, 1]
+  torch::Tensor labels;  // (N) int64 in [0, num_classes)
   int64_t num_classes = 10;
 };
 

@@ -40,5 +40,6 @@ void register_pattern(CLI::App& app, const GlobalOptions& global, Action& action
 void register_gsdm(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_sudoku(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_difformer(CLI::App& app, const GlobalOptions& global, Action& action);
+void register_classifier(CLI::App& app, const GlobalOptions& global, Action& action);
 
 }  // namespace structdiff::cli

@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   cli::register_gsdm(app, global, action);
   cli::register_sudoku(app, global, action);
   cli::register_difformer(app, global, action);
+  cli::register_classifier(app, global, action);
 
   try {
     app.parse(argc, argv);

