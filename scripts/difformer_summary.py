@@ -4,11 +4,16 @@
 Usage: scripts/difformer_summary.py OUT_DIR > summary.md
 
 Accuracies are test accuracy at the best validation epoch, mean ± sample std over runs (%).
-Models are listed in the order their cells were written, i.e. the script's order.
+Models are listed in the script's order (MODEL_ORDER), others after them in the order their
+cells were written.
 """
 import json
 import pathlib
 import sys
+
+
+MODEL_ORDER = ["mlp", "gcn", "gat", "transformer", "difformer-s", "difformer-a",
+               "difformer-s+graph", "difformer-a+graph"]
 
 
 def markdown_table(header, rows):
@@ -24,7 +29,9 @@ def load_results(directory):
 
 def accuracy_table(results, column_of, column_name):
     """One row per model, one column per value of column_of(result)."""
-    models = list(dict.fromkeys(result["model"] for result in results))
+    written = list(dict.fromkeys(result["model"] for result in results))
+    models = ([model for model in MODEL_ORDER if model in written] +
+              [model for model in written if model not in MODEL_ORDER])
     columns = sorted({column_of(result) for result in results})
     cells = {(result["model"], column_of(result)):
              f"{100 * result['test_accuracy_mean']:.1f} ± {100 * result['test_accuracy_std']:.1f}"
@@ -43,6 +50,9 @@ def fashion_section(results):
         "## Fashion-MNIST, low label rates (Table 4 shape)", "",
         f"Pool {results[0]['data']['pool']} images, validation {config['validation']}, "
         f"{config['layers']} layers, hidden {config['hidden']}, {config['epochs']} epochs, "
+        f"lr {config['lr']:g}, weight decay {config['weight_decay']:g}, "
+        f"dropout {config['dropout']:g}, value projection "
+        f"{'on' if config['value_projection'] else 'off'}, "
         f"runs per cell: {run_counts(results)}.", "",
         accuracy_table(results, lambda result: result["config"]["labels_per_class"],
                        lambda labels: f"{labels} labels/class"),

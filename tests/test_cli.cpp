@@ -150,6 +150,43 @@ TEST(Cli, ClassifierEvalOfTheShippedModel) {
       << r.output;
 }
 
+// `difformer train` records the options it ran with; Fashion-MNIST takes the image setting's
+// defaults (hidden 300, lr 5e-4, weight decay 0.1, value projection) for the options not given,
+// CSBM keeps the general ones, and options given on the command line win.
+TEST(Cli, DifformerTrainDatasetDefaults) {
+  auto config_of = [](const std::string& arguments) {
+    const std::string json_path = temp_path("difformer_train.json");
+    std::remove(json_path.c_str());
+    Result r = run("--threads 1 difformer train --model mlp --runs 1 --epochs 1 --no-progress "
+                   "--json " + json_path + " " + arguments);
+    EXPECT_EQ(r.exit_code, 0) << arguments << ": " << r.output;
+    std::ifstream file(json_path);
+    return file ? nlohmann::json::parse(file)["config"] : nlohmann::json::object();
+  };
+  nlohmann::json config =
+      config_of("--dataset csbm --nodes 100 --labels-per-class 2 --validation 20");
+  EXPECT_EQ(config["hidden"], 64);
+  EXPECT_DOUBLE_EQ(config["lr"].get<double>(), 0.01);
+  EXPECT_DOUBLE_EQ(config["weight_decay"].get<double>(), 5e-4);
+  EXPECT_EQ(config["value_projection"], false);
+
+  if (!std::ifstream("/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz")) {
+    GTEST_SKIP() << "Fashion-MNIST not installed";
+  }
+  const std::string fashion = "--dataset fashion-mnist --pool 100 --labels-per-class 2 "
+                              "--validation 20 ";
+  config = config_of(fashion);
+  EXPECT_EQ(config["hidden"], 300);
+  EXPECT_DOUBLE_EQ(config["lr"].get<double>(), 5e-4);
+  EXPECT_DOUBLE_EQ(config["weight_decay"].get<double>(), 0.1);
+  EXPECT_EQ(config["value_projection"], true);
+  config = config_of(fashion + "--hidden 32 --lr 0.01 --weight-decay 0 --no-value-projection");
+  EXPECT_EQ(config["hidden"], 32);
+  EXPECT_DOUBLE_EQ(config["lr"].get<double>(), 0.01);
+  EXPECT_DOUBLE_EQ(config["weight_decay"].get<double>(), 0.0);
+  EXPECT_EQ(config["value_projection"], false);
+}
+
 }  // namespace
 
 namespace {
