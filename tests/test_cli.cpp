@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 #include <sys/wait.h>
 
 #include <gtest/gtest.h>
@@ -185,6 +186,57 @@ TEST(Cli, DifformerTrainDatasetDefaults) {
   EXPECT_DOUBLE_EQ(config["lr"].get<double>(), 0.01);
   EXPECT_DOUBLE_EQ(config["weight_decay"].get<double>(), 0.0);
   EXPECT_EQ(config["value_projection"], false);
+}
+
+TEST(Cli, DdpmTrainSampleEvalAndErrors) {
+  if (!std::filesystem::exists(std::string(structdiff::data::kFashionMnistDirectory) +
+                               "/t10k-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed (scripts/setup.sh installs it)";
+  }
+  const std::string model = temp_path("ddpm_tiny.pt"), grid = temp_path("ddpm_grid.png"),
+                    json_path = temp_path("ddpm_eval.json");
+  std::filesystem::remove(model);
+  Result r = run("--threads 2 ddpm train --attention favor-relu --features 4 --base-channels 8 "
+                 "--groups 4 --channel-mult 1 2 --attention-resolutions 14 --heads 2 --head-dim 4 "
+                 "--train-steps 3 --batch 4 --validate-every 3 --out " + model);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("trained 3 steps"), std::string::npos) << r.output;
+
+  r = run("ddpm sample --model " + model + " --count 3 --steps 2 --out " + grid);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("sampled 3 images with DDIM 2 steps"), std::string::npos) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(grid));
+
+  r = run("--threads 2 ddpm eval --model " + model + " --classifier " +
+          std::string(STRUCTDIFF_SOURCE_DIR) + "/models/classifier-fashion-mnist.pt --count 20 "
+          "--steps 2 --json " + json_path);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream file(json_path);
+  const nlohmann::json result = nlohmann::json::parse(file);
+  EXPECT_EQ(result["attention"], "favor-relu");
+  EXPECT_EQ(result["trained_steps"], 3);
+  EXPECT_EQ(result["samples"], 20);
+  EXPECT_GT(result["frechet_distance"].get<double>(), result["frechet_floor_train_vs_test"].get<double>());
+  int64_t histogram_total = 0;
+  for (const auto& count : result["class_histogram"]) histogram_total += count.get<int64_t>();
+  EXPECT_EQ(histogram_total, 20);
+
+  for (const std::string& args : std::vector<std::string>{
+           "ddpm sample --model " + std::string(STRUCTDIFF_SOURCE_DIR) +
+            "/models/classifier-fashion-mnist.pt --count 1",
+        "ddpm sample --model " + model + " --steps 1001",
+        "ddpm train --attention performer", "ddpm train --dataset mnist --data-dir /nonexistent",
+        "ddpm train --train-steps 1 --base-channels 12"}) {
+    r = run(args);
+    EXPECT_NE(r.exit_code, 0) << args;
+    EXPECT_EQ(line_count(r.output), 1) << args << ": " << r.output;
+    EXPECT_EQ(r.output.rfind("structdiff: error: ", 0), 0u) << args << ": " << r.output;
+  }
+  EXPECT_NE(run("ddpm sample --model " + model + " --steps 1001").output.find("DDIM steps must be in [1, 1000]"),
+            std::string::npos);
+  EXPECT_NE(run("ddpm train --train-steps 1 --base-channels 12").output.find(
+                "base_channels 12 must be divisible by groups 8"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -63,6 +63,8 @@ class ProgressBar {
  public:
   ProgressBar(std::string label, int64_t total, int64_t start = 0, double log_seconds = 10.0);
   void update(int64_t step, const std::map<std::string, double>& values = {});
+  // A run that also stops after `seconds`: the ETA is the sooner of the two ends.
+  void set_time_limit(double seconds) { time_limit_ = seconds; }
   void finish();  // final line with totals
   double steps_per_second() const;
 
@@ -70,6 +72,7 @@ class ProgressBar {
   std::string label_;
   int64_t total_, start_, step_;
   double log_seconds_;
+  double time_limit_ = 0;
   bool terminal_;
   std::chrono::steady_clock::time_point started_, last_print_;
   std::map<std::string, double> values_;

@@ -140,6 +140,9 @@ void register_bench_ddpm(CLI::App& bench, const GlobalOptions& global, Action& a
       ->check(CLI::IsMember(unet::attention_kind_names()));
   cmd->add_option("--base-channels", o->unet.base_channels, "U-Net base channels")->capture_default_str();
   cmd->add_option("--res-blocks", o->unet.res_blocks, "ResNet blocks per level")->capture_default_str();
+  cmd->add_option("--attention-resolutions", o->unet.attention_resolutions,
+                  "Side lengths with attention besides the bottleneck (default: every level)")
+      ->capture_default_str();
   cmd->add_option("--min-reps", o->min_reps, "Minimum timed steps per point")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -41,5 +41,6 @@ void register_gsdm(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_sudoku(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_difformer(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_classifier(CLI::App& app, const GlobalOptions& global, Action& action);
+void register_ddpm(CLI::App& app, const GlobalOptions& global, Action& action);
 
 }  // namespace structdiff::cli

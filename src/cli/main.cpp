@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   cli::register_sudoku(app, global, action);
   cli::register_difformer(app, global, action);
   cli::register_classifier(app, global, action);
+  cli::register_ddpm(app, global, action);
 
   try {
     app.parse(argc, argv);

@@ -76,7 +76,10 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
   std::optional<JsonlLog> log;
   if (!options.log_path.empty()) log.emplace(options.log_path, /*append=*/options.resume);
   std::optional<ProgressBar> bar;
-  if (options.show_progress) bar.emplace("train", options.steps, step);
+  if (options.show_progress) {
+    bar.emplace("train", options.steps, step);
+    if (options.max_seconds > 0) bar->set_time_limit(options.max_seconds);
+  }
 
   std::deque<double> recent;
   const auto started = Clock::now();

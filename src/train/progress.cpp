@@ -87,7 +87,12 @@ void ProgressBar::print(bool final_line) {
     line += format_duration(seconds_between(started_, std::chrono::steady_clock::now())) + " total";
   } else {
     const double remaining = static_cast<double>(std::max<int64_t>(total_ - step_, 0));
-    line += "ETA " + (rate > 0 ? format_duration(remaining / rate) : std::string("--"));
+    double eta = rate > 0 ? remaining / rate : -1;
+    if (time_limit_ > 0) {
+      const double left = std::max(0.0, time_limit_ - seconds_between(started_, std::chrono::steady_clock::now()));
+      eta = eta < 0 ? left : std::min(eta, left);
+    }
+    line += "ETA " + (eta >= 0 ? format_duration(eta) : std::string("--"));
   }
   // A terminal redraws one line in place (\r, then clear to end of line); logs get whole lines.
   const std::string text =

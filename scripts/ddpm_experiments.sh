@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# DDPM sample quality per attention type after equal training time (the Performer report's
+# comparison, measured with a classifier's Fréchet distance instead of by eye). For each dataset
+# and attention type: `ddpm train` for MINUTES of wall-clock, then `ddpm eval` (Fréchet classifier
+# distance to the test set, class histogram, a 10x10 sample grid). Runs go two at a time with one
+# thread each, so every run gets one core of the 2-core machine. One directory per dataset under
+# OUT_DIR with <attention>.pt, .log (JSONL), .txt (stdout/stderr), .json (eval) and .png (grid).
+# A rerun skips finished cells. Usage:
+#   scripts/ddpm_experiments.sh [--minutes M] [--datasets "fashion-mnist mnist"]
+#     [--attentions "exact favor-softmax favor-relu linear"] [--samples N] [--ddim-steps S]
+#     [--parallel P] OUT_DIR [extra `ddpm train` options...]
+set -euo pipefail
+
+minutes=10
+datasets="fashion-mnist mnist"
+attentions="exact favor-softmax favor-relu linear"
+samples=1000
+ddim_steps=50
+parallel=2
+while [[ $# -gt 0 && $1 == --* ]]; do
+  [[ $# -ge 2 ]] || { echo "$1 needs a value" >&2; exit 2; }
+  case $1 in
+    --minutes) minutes=$2 ;;
+    --datasets) datasets=$2 ;;
+    --attentions) attentions=$2 ;;
+    --samples) samples=$2 ;;
+    --ddim-steps) ddim_steps=$2 ;;
+    --parallel) parallel=$2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+  shift 2
+done
+out=${1:?OUT_DIR missing; usage at the top of $0}
+shift
+extra=("$@")
+bin=${STRUCTDIFF:-build/src/structdiff}
+export OMP_WAIT_POLICY=PASSIVE
+
+cell() {  # DATASET ATTENTION
+  local dir=$out/$1 name=$2
+  mkdir -p "$dir"
+  if [[ ! -f $dir/$name.pt ]]; then
+    "$bin" --threads 1 --seed 0 ddpm train --dataset "$1" --attention "$name" \
+      --train-steps 1000000 --max-minutes "$minutes" --validate-every 100 \
+      --log "$dir/$name.log" --out "$dir/$name.pt" "${extra[@]}" > "$dir/$name.txt" 2>&1
+  fi
+  if [[ ! -f $dir/$name.json ]]; then
+    "$bin" --threads 1 --seed 1 ddpm eval --model "$dir/$name.pt" \
+      --classifier "models/classifier-$1.pt" --count "$samples" --steps "$ddim_steps" \
+      --grid "$dir/$name.png" --json "$dir/$name.json" >> "$dir/$name.txt" 2>&1
+  fi
+  echo "done: $dir/$name"
+}
+
+jobs_running=0
+for dataset in $datasets; do
+  for attention in $attentions; do
+    cell "$dataset" "$attention" &
+    jobs_running=$((jobs_running + 1))
+    if (( jobs_running >= parallel )); then
+      wait -n
+      jobs_running=$((jobs_running - 1))
+    fi
+  done
+done
+wait
