@@ -12,34 +12,12 @@
 
 #include "structdiff/datasets.h"
 #include "support/expect_throw.h"
+#include "support/temporary_files.h"
 
 namespace structdiff::data {
 namespace {
 
 namespace fs = std::filesystem;
-
-class TemporaryDirectory {
- public:
-  TemporaryDirectory() {
-    path_ = fs::temp_directory_path() / ("structdiff_test_datasets_" + std::to_string(::getpid()) +
-                                         "_" + std::to_string(count_++));
-    fs::create_directories(path_);
-  }
-  ~TemporaryDirectory() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-  static inline int count_ = 0;
-};
-
-void write_gzip(const std::string& path, const std::vector<uint8_t>& bytes) {
-  gzFile file = gzopen(path.c_str(), "wb");
-  ASSERT_NE(file, nullptr);
-  ASSERT_EQ(gzwrite(file, bytes.data(), static_cast<unsigned>(bytes.size())),
-            static_cast<int>(bytes.size()));
-  gzclose(file);
-}
 
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 

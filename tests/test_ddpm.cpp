@@ -103,15 +103,34 @@ TEST(UNet, ConfigRoundTripsThroughJson) {
   EXPECT_EQ(unet::config_to_json(back), unet::config_to_json(config));
 }
 
+// A linear schedule's tables computed by hand, independent of NoiseSchedule:
+// beta_t linear from `start` to `end`, abar_t = prod_{s <= t} (1 - beta_s).
+struct HandSchedule {
+  std::vector<double> beta, abar;
+};
+HandSchedule hand_schedule(int64_t steps, double start, double end) {
+  HandSchedule hand;
+  double product = 1;
+  for (int64_t t = 0; t < steps; ++t) {
+    hand.beta.push_back(start + (end - start) * static_cast<double>(t) / static_cast<double>(steps - 1));
+    product *= 1 - hand.beta.back();
+    hand.abar.push_back(product);
+  }
+  return hand;
+}
+
+diffusion::ScheduleConfig linear_schedule(int64_t steps, double start, double end) {
+  diffusion::ScheduleConfig config = default_schedule();
+  config.steps = steps;
+  config.beta_start = start;
+  config.beta_end = end;
+  return config;
+}
+
 TEST(Schedule, ForwardProcessMatchesClosedForm) {
   const diffusion::NoiseSchedule schedule{default_schedule()};
-  // Ho et al.: beta_t linear from 1e-4 to 0.02 over 1000 steps; abar_t = prod (1 - beta_s).
-  double abar = 1;
-  std::vector<double> hand(1000);
-  for (int64_t t = 0; t < 1000; ++t) {
-    abar *= 1 - (1e-4 + (0.02 - 1e-4) * static_cast<double>(t) / 999.0);
-    hand[t] = abar;
-  }
+  // Ho et al.: beta_t linear from 1e-4 to 0.02 over 1000 steps.
+  const std::vector<double> hand = hand_schedule(1000, 1e-4, 0.02).abar;
   const torch::Tensor x0 = torch::rand({4, 1, 3, 3}, kFloat64) * 2 - 1;
   const torch::Tensor noise = torch::randn({4, 1, 3, 3}, kFloat64);
   const std::vector<int64_t> steps = {0, 1, 500, 999};
@@ -130,11 +149,7 @@ torch::Tensor fake_noise(const torch::Tensor& x_t, const torch::Tensor& t) {
 }
 
 TEST(Sampling, AncestralStepIsTheReportsEquation12) {
-  diffusion::ScheduleConfig config = default_schedule();
-  config.steps = 4;
-  config.beta_start = 0.05;
-  config.beta_end = 0.4;
-  const diffusion::NoiseSchedule schedule{config};
+  const diffusion::NoiseSchedule schedule{linear_schedule(4, 0.05, 0.4)};
   std::vector<torch::Tensor> inputs;
   const diffusion::ModelFn model = [&](const torch::Tensor& x, const torch::Tensor& t) {
     inputs.push_back(x);
@@ -149,13 +164,7 @@ TEST(Sampling, AncestralStepIsTheReportsEquation12) {
 
   // x_{t-1} = (x_t - (1 - alpha_t) / sqrt(1 - abar_t) eps(x_t, t)) / sqrt(alpha_t) + sigma_t z,
   // sigma_t^2 = beta_t (1 - abar_{t-1}) / (1 - abar_t), at the first step t = T.
-  std::vector<double> beta(4), abar(4);
-  double product = 1;
-  for (int64_t t = 0; t < 4; ++t) {
-    beta[t] = 0.05 + 0.35 * static_cast<double>(t) / 3.0;
-    product *= 1 - beta[t];
-    abar[t] = product;
-  }
+  const auto [beta, abar] = hand_schedule(4, 0.05, 0.4);
   const double sigma = std::sqrt(beta[3] * (1 - abar[2]) / (1 - abar[3]));
   const torch::Tensor eps = fake_noise(x_T, torch::full({2}, 3, torch::kLong));
   const torch::Tensor z = torch::randn({2, 6}, at::make_generator<at::CPUGeneratorImpl>(5), kFloat64);
@@ -166,11 +175,7 @@ TEST(Sampling, AncestralStepIsTheReportsEquation12) {
 }
 
 TEST(Sampling, DdimOverAllStepsIsTheDeterministicUpdate) {
-  diffusion::ScheduleConfig config = default_schedule();
-  config.steps = 5;
-  config.beta_start = 0.05;
-  config.beta_end = 0.3;
-  const diffusion::NoiseSchedule schedule{config};
+  const diffusion::NoiseSchedule schedule{linear_schedule(5, 0.05, 0.3)};
   const diffusion::ModelFn model = fake_noise;
   diffusion::SamplerOptions options;
   options.prediction = diffusion::Prediction::epsilon;
@@ -179,12 +184,7 @@ TEST(Sampling, DdimOverAllStepsIsTheDeterministicUpdate) {
 
   // x0_hat = (x_t - sqrt(1 - abar_t) eps) / sqrt(abar_t);
   // x_{t-1} = sqrt(abar_{t-1}) x0_hat + sqrt(1 - abar_{t-1}) eps, and x0_hat at the end.
-  std::vector<double> abar(5);
-  double product = 1;
-  for (int64_t t = 0; t < 5; ++t) {
-    product *= 1 - (0.05 + 0.25 * static_cast<double>(t) / 4.0);
-    abar[t] = product;
-  }
+  const std::vector<double> abar = hand_schedule(5, 0.05, 0.3).abar;
   torch::Tensor x = x_T;
   for (int64_t t = 4; t >= 0; --t) {
     const torch::Tensor eps = fake_noise(x, torch::full({3}, t, torch::kLong));

@@ -71,8 +71,8 @@ double frechet_distance(const torch::Tensor& features_a, const torch::Tensor& fe
 // Saves the weights with `metadata` (a JSON object, e.g. the dataset and test accuracy) through
 // train::save_checkpoint, atomically; adds "architecture": "lenet5".
 void save_classifier(const std::string& path, Classifier& model, const nlohmann::json& metadata);
-// Loads a classifier saved by save_classifier, in eval mode; unlike train::load_checkpoint it
-// leaves libtorch's default generator alone. Throws std::runtime_error naming the path when the
+// Loads a classifier saved by save_classifier, in eval mode, leaving libtorch's default
+// generator as it was. Throws std::runtime_error naming the path when the
 // file is missing, damaged or not a classifier.
 Classifier load_classifier(const std::string& path);
 

@@ -45,6 +45,9 @@ struct CheckpointParts {
   Ema* ema = nullptr;                            // optional
   int64_t step = 0;
   nlohmann::json metadata;
+  // Loading: also restore libtorch's default CPU generator, as resuming training needs; loading
+  // a model to use it leaves the caller's random stream alone.
+  bool restore_generator = true;
 };
 
 // Writes model, optimizer, EMA, the default CPU generator's state, step and metadata to
@@ -52,7 +55,8 @@ struct CheckpointParts {
 void save_checkpoint(const std::string& path, const CheckpointParts& parts);
 // Reads the metadata only (to build the model before loading the weights).
 nlohmann::json read_checkpoint_metadata(const std::string& path);
-// Restores what `parts` points at, the generator state and parts.step / parts.metadata.
+// Restores what `parts` points at, the generator state (if parts.restore_generator) and
+// parts.step / parts.metadata.
 // Throws std::runtime_error naming the path and the missing or mismatched part.
 void load_checkpoint(const std::string& path, CheckpointParts& parts);
 

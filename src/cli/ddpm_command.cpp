@@ -45,20 +45,13 @@ struct EvalCommand {
   ddpm::SampleOptions sampling;
 };
 
-void print_progress_line(const char* label, int64_t done, int64_t total,
-                         std::chrono::steady_clock::time_point started) {
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  const double rate = seconds > 0 ? static_cast<double>(done) / seconds : 0;
-  std::fprintf(stderr, "%s %ld/%ld images, %.2f images/s, ETA %s\n", label, static_cast<long>(done),
-               static_cast<long>(total), rate,
-               train::format_duration(rate > 0 ? static_cast<double>(total - done) / rate : 0).c_str());
-}
-
-// Sampling with a progress line per batch and the elapsed time.
+// Sampling with the shared progress bar (images done) and the elapsed time.
 torch::Tensor sample_with_progress(ddpm::Model& model, ddpm::SampleOptions options, double& seconds) {
   const auto started = std::chrono::steady_clock::now();
-  options.progress = [&](int64_t done, int64_t total) { print_progress_line("sampled", done, total, started); };
+  train::ProgressBar bar("sample", options.count);
+  options.progress = [&](int64_t done, int64_t) { bar.update(done); };
   torch::Tensor images = ddpm::sample(model, options);
+  bar.finish();
   seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return images;
 }
@@ -179,8 +172,6 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
   }
 }
 
-std::vector<std::string> attention_choices() { return unet::attention_kind_names(); }
-
 }  // namespace
 
 void register_ddpm(CLI::App& app, const GlobalOptions& global, Action& action) {
@@ -195,10 +186,10 @@ void register_ddpm(CLI::App& app, const GlobalOptions& global, Action& action) {
       ->capture_default_str();
   train->add_option("--data-dir", t->data_dir, "Directory of the IDX files (default: the dataset's)");
   train->add_option("--attention", t->attention, "U-Net attention: exact, favor-softmax, favor-relu, linear")
-      ->check(CLI::IsMember(attention_choices()))
+      ->check(CLI::IsMember(unet::attention_kind_names()))
       ->capture_default_str();
   train->add_option("--bottleneck-attention", t->bottleneck_attention, "Attention at the bottleneck")
-      ->check(CLI::IsMember(attention_choices()))
+      ->check(CLI::IsMember(unet::attention_kind_names()))
       ->capture_default_str();
   train->add_option("--features", t->unet.favor_features, "FAVOR+ random features m (0: d ln d)")
       ->check(CLI::NonNegativeNumber)

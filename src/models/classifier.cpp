@@ -16,8 +16,8 @@ namespace {
 
 const char* const kArchitecture = "lenet5";
 
-// Restores libtorch's default CPU generator on destruction, so that seeding weights or loading a
-// checkpoint (which restores the generator saved with it) does not disturb the caller's stream.
+// Restores libtorch's default CPU generator on destruction, so that drawing initial weights does
+// not disturb the caller's stream.
 class DefaultGeneratorRestorer {
  public:
   DefaultGeneratorRestorer() : state_(generator_state()) {}
@@ -128,14 +128,14 @@ Classifier load_classifier(const std::string& path) {
     throw std::runtime_error("checkpoint " + path + " is not an image classifier (its metadata " +
                              "lacks \"architecture\": \"" + kArchitecture + "\")");
   }
-  Classifier model{nullptr};
-  {
-    DefaultGeneratorRestorer restorer;  // the initial weights draw from it too
-    model = Classifier();
-    train::CheckpointParts parts;
-    parts.model = model.get();
-    train::load_checkpoint(path, parts);
-  }
+  Classifier model = [] {
+    DefaultGeneratorRestorer restorer;  // the initial weights draw from it
+    return Classifier();
+  }();
+  train::CheckpointParts parts;
+  parts.model = model.get();
+  parts.restore_generator = false;
+  train::load_checkpoint(path, parts);
   model->eval();
   return model;
 }

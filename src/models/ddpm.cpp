@@ -117,6 +117,7 @@ Model load_model(const std::string& path) {
   Model model = build_model(train::read_checkpoint_metadata(path));
   train::CheckpointParts parts;
   parts.model = model.net.ptr().get();
+  parts.restore_generator = false;
   train::load_checkpoint(path, parts);
   model.metadata = parts.metadata;
   model.net->eval();

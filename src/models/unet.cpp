@@ -157,7 +157,6 @@ UNetConfig config_from_json(const nlohmann::json& j) {
   c.favor_features = j.at("favor_features").get<int64_t>();
   c.redraw_interval = j.at("redraw_interval").get<int64_t>();
   c.seed = j.at("seed").get<uint64_t>();
-  c.validate();
   return c;
 }
 

@@ -129,6 +129,7 @@ TrainedModel load_model(const std::string& path) {
   TrainedModel trained = build_model(train::read_checkpoint_metadata(path));
   train::CheckpointParts parts;
   parts.model = trained.model.get();
+  parts.restore_generator = false;
   train::load_checkpoint(path, parts);
   trained.model->eval();
   return trained;

@@ -255,7 +255,7 @@ void load_checkpoint(const std::string& path, CheckpointParts& parts) {
     throw std::runtime_error("checkpoint " + path +
                              ": EMA weights do not fit: " + message_of(error));
   }
-  set_default_generator_state(generator_state);
+  if (parts.restore_generator) set_default_generator_state(generator_state);
   parts.step = step;
   parts.metadata = std::move(metadata);
 }
