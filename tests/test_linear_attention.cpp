@@ -11,6 +11,7 @@
 
 #include "structdiff/attention.h"
 #include "structdiff/pattern.h"
+#include "structdiff/runtime.h"
 #include "support/gradcheck.h"
 
 namespace structdiff {
@@ -231,6 +232,39 @@ TEST(DiffusivitySigmoid, WithoutPatternMatchesFormula) {
                          return row_normalised(torch::sigmoid(by_features(in[0], in[1])), in[2]);
                        },
                        random_qkv(2, 2, 5, 7, 3));
+}
+
+// 2 heads x 600 keys: the kernel works in blocks of 2^18 / 1200 = 218 query rows, so 600 rows
+// take three blocks, the last one shorter; outputs and gradients must not see the seams.
+TEST(DiffusivitySigmoid, SpansSeveralRowBlocks) {
+  torch::manual_seed(18);
+  constexpr int64_t kNodes = 600;
+  const Inputs x = random_qkv(1, 2, kNodes, kNodes, 3);
+  expect_same_function([](const Inputs& in) { return diffusivity_sigmoid(in[0], in[1], in[2]); },
+                       [](const Inputs& in) {
+                         return row_normalised(torch::sigmoid(by_features(in[0], in[1])), in[2]);
+                       },
+                       x);
+  const PatternBatch pattern(patterns::sliding_window(kNodes, 2, 1));
+  expect_same_function(
+      [&](const Inputs& in) { return diffusivity_sigmoid(in[0], in[1], in[2], &pattern); },
+      [&](const Inputs& in) { return sigmoid_diffusivity_reference(in, pattern.dense_mask()); },
+      x);
+}
+
+// The old formulation held about five N x N matrices in forward + backward (335 MB here); the
+// blocked kernel must stay under a quarter of one.
+TEST(DiffusivitySigmoid, NeverHoldsAnNByNMatrix) {
+  torch::manual_seed(19);
+  constexpr int64_t kNodes = 4096;
+  const Inputs x = random_qkv(1, 1, kNodes, kNodes, 8, torch::kFloat);
+  std::vector<torch::Tensor> leaves;
+  for (const torch::Tensor& t : x) leaves.push_back(t.detach().requires_grad_(true));
+  const int64_t one_matrix_bytes = kNodes * kNodes * static_cast<int64_t>(sizeof(float));
+  PeakMemoryTracker tracker;
+  diffusivity_sigmoid(leaves[0], leaves[1], leaves[2]).sum().backward();
+  EXPECT_LT(tracker.peak_bytes(), one_matrix_bytes / 4) << "peak " << tracker.peak_bytes();
+  EXPECT_GT(tracker.peak_bytes(), 0);
 }
 
 // All q.k = -200: every sigmoid underflows in float32, yet the weights are equal, so each query

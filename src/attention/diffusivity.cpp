@@ -1,8 +1,10 @@
 // DIFFormer diffusivities (Wu et al., 2023): the simple kernel 1 + q~.k~ in linear time and the
-// sigmoid kernel sigmoid(q.k) in quadratic time, both row-normalised.
+// sigmoid kernel sigmoid(q.k) in quadratic time (in blocks of query rows), both row-normalised.
+#include <algorithm>
 #include <limits>
 #include <vector>
 
+#include <torch/autograd.h>
 #include <torch/torch.h>
 
 #include "structdiff/attention.h"
@@ -15,6 +17,107 @@ torch::Tensor l2_normalised(const torch::Tensor& x, at::IntArrayRef dims) {
   constexpr double kMinNorm = 1e-12;
   return x / at::linalg_vector_norm(x, 2, dims, /*keepdim=*/true).clamp_min(kMinNorm);
 }
+
+// Query rows per block: about kBlockElements weights per block, whatever the batch and heads.
+int64_t block_rows(const torch::Tensor& q, const torch::Tensor& k) {
+  constexpr int64_t kBlockElements = int64_t{1} << 18;  // 1 MB of float32 weights
+  const int64_t per_row = std::max<int64_t>(1, q.size(0) * q.size(1) * k.size(2));
+  return std::max<int64_t>(1, kBlockElements / per_row);
+}
+
+// Unnormalised weights of one block of query rows, shifted by the row maximum of log sigmoid(s)
+// (it cancels in the normalisation): in log space a row stays correct even when all its sigmoids
+// underflow (s below about -100 in float32). Masked entries and rows without keys are 0.
+struct WeightBlock {
+  torch::Tensor scores;   // s = q k^T
+  torch::Tensor weights;  // exp(log sigmoid(s) - row maximum)
+};
+
+WeightBlock weight_block(const torch::Tensor& q_block, const torch::Tensor& k,
+                         const torch::Tensor& allowed_block) {
+  WeightBlock block;
+  block.scores = q_block.matmul(k.transpose(-2, -1));
+  torch::Tensor log_weights = torch::log_sigmoid(block.scores);
+  if (allowed_block.defined()) {
+    log_weights.masked_fill_(allowed_block.unsqueeze(1).logical_not(),  // over heads
+                             -std::numeric_limits<double>::infinity());
+  }
+  torch::Tensor row_max = log_weights.amax({-1}, /*keepdim=*/true);
+  row_max.masked_fill_(torch::isinf(row_max), 0.0);
+  block.weights = log_weights.sub_(row_max).exp_();
+  return block;
+}
+
+// The mask travels outside the variable list: it may be undefined (every key allowed), which
+// autograd's inputs may not be.
+struct KeyMask {
+  torch::Tensor allowed;  // (patterns, queries, keys) bool, or undefined for every key
+};
+
+// sigmoid(s_ij) v_j / sum_j sigmoid(s_ij) in blocks of query rows, so that no N x N matrix is
+// ever held: memory O(block x N) instead of several N x N matrices, which also keeps each
+// elementwise pass in cache. The backward recomputes each block's weights (one more q k^T).
+class SigmoidDiffusivityFunction : public torch::autograd::Function<SigmoidDiffusivityFunction> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
+                               const torch::Tensor& k, const torch::Tensor& v, KeyMask mask) {
+    const torch::Tensor& allowed = mask.allowed;
+    const int64_t rows = q.size(2), step = block_rows(q, k);
+    torch::Tensor out = torch::empty({q.size(0), q.size(1), rows, v.size(3)}, q.options());
+    torch::Tensor row_sum = torch::empty({q.size(0), q.size(1), rows, 1}, q.options());
+    for (int64_t begin = 0; begin < rows; begin += step) {
+      const int64_t end = std::min(rows, begin + step);
+      const WeightBlock block =
+          weight_block(q.slice(2, begin, end), k, mask_rows(allowed, begin, end));
+      torch::Tensor sum = block.weights.sum(-1, /*keepdim=*/true);
+      // A row with a key sums to at least exp(0) = 1; an empty row sums to 0 and must give 0.
+      sum.masked_fill_(sum == 0, 1.0);
+      out.slice(2, begin, end).copy_(block.weights.matmul(v).div_(sum));
+      row_sum.slice(2, begin, end).copy_(sum);
+    }
+    ctx->save_for_backward({q, k, v, out, row_sum});
+    if (allowed.defined()) ctx->saved_data["allowed"] = allowed;
+    return out;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3],
+                        &row_sum = saved[4];
+    const torch::Tensor allowed = ctx->saved_data.count("allowed") != 0
+                                      ? ctx->saved_data["allowed"].toTensor()
+                                      : torch::Tensor();
+    const torch::Tensor& grad_out = grad_outputs[0];
+    torch::Tensor grad_q = torch::empty_like(q, at::MemoryFormat::Contiguous);
+    torch::Tensor grad_k = torch::zeros_like(k, at::MemoryFormat::Contiguous);
+    torch::Tensor grad_v = torch::zeros_like(v, at::MemoryFormat::Contiguous);
+    const int64_t rows = q.size(2), step = block_rows(q, k);
+    for (int64_t begin = 0; begin < rows; begin += step) {
+      const int64_t end = std::min(rows, begin + step);
+      const torch::Tensor q_block = q.slice(2, begin, end);
+      const torch::Tensor grad_block = grad_out.slice(2, begin, end);
+      const torch::Tensor sum = row_sum.slice(2, begin, end);
+      WeightBlock block = weight_block(q_block, k, mask_rows(allowed, begin, end));
+      // out_i = sum_j w_ij v_j / r_i with r_i = sum_j w_ij, so
+      // dL/dw_ij = g_i . (v_j - out_i) / r_i, and dw_ij/ds_ij = w_ij sigmoid(-s_ij).
+      const torch::Tensor grad_dot_out =
+          (grad_block * out.slice(2, begin, end)).sum(-1, /*keepdim=*/true);
+      torch::Tensor grad_scores = grad_block.matmul(v.transpose(-2, -1));
+      grad_scores.sub_(grad_dot_out).div_(sum).mul_(block.weights);
+      grad_scores.mul_(block.scores.neg_().sigmoid_());
+      grad_q.slice(2, begin, end).copy_(grad_scores.matmul(k));
+      grad_k.add_(grad_scores.transpose(-2, -1).matmul(q_block));
+      grad_v.add_(block.weights.div_(sum).transpose(-2, -1).matmul(grad_block));
+    }
+    return {grad_q, grad_k, grad_v, torch::Tensor()};  // none for the mask
+  }
+
+ private:
+  static torch::Tensor mask_rows(const torch::Tensor& allowed, int64_t begin, int64_t end) {
+    return allowed.defined() ? allowed.slice(1, begin, end) : allowed;
+  }
+};
 
 }  // namespace
 
@@ -37,23 +140,12 @@ torch::Tensor diffusivity_simple(const torch::Tensor& q, const torch::Tensor& k,
 torch::Tensor diffusivity_sigmoid(const torch::Tensor& q, const torch::Tensor& k,
                                   const torch::Tensor& v, const PatternBatch* pattern) {
   check_qkv(q, k, v);
-  // sigmoid(s_ij) / sum_j sigmoid(s_ij) is a softmax over log sigmoid(s_ij); in log space a row
-  // stays correct even when all its sigmoids underflow (s_ij below about -100 in float32).
-  torch::Tensor log_weights = torch::log_sigmoid(q.matmul(k.transpose(-2, -1)));
+  KeyMask mask;
   if (pattern != nullptr) {
     pattern->check_compatible(q, k);
-    const torch::Tensor allowed = pattern->dense_mask().to(q.device()).unsqueeze(1);  // over heads
-    log_weights =
-        log_weights.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
+    mask.allowed = pattern->dense_mask().to(q.device());
   }
-  // The row maximum cancels in the normalisation; rows without keys have -inf there, use 0.
-  torch::Tensor row_max = log_weights.amax({-1}, /*keepdim=*/true).detach();
-  row_max = row_max.masked_fill(torch::isinf(row_max), 0.0);
-  const torch::Tensor weights = torch::exp(log_weights - row_max);
-  // A row with a key sums to at least exp(0) = 1; an empty row sums to 0 and must give 0, not NaN.
-  torch::Tensor row_sum = weights.sum(-1, /*keepdim=*/true);
-  row_sum = row_sum.masked_fill(row_sum == 0, 1.0);
-  return weights.matmul(v) / row_sum;
+  return SigmoidDiffusivityFunction::apply(q, k, v, mask);
 }
 
 }  // namespace structdiff
