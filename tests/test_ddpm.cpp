@@ -275,7 +275,9 @@ TEST(Training, ResumeContinuesTheSameTrajectory) {
       model = tiny_model();
     }
     options.steps = 4;
-    train(model, averaged, images, options, 7);
+    const train::LoopResult result = train(model, averaged, images, options, 7);
+    EXPECT_EQ(result.steps_done, 4);
+    EXPECT_EQ(result.steps_this_run, 4 - first_leg);
     return model;
   };
   Model straight = run(temp_path("straight.pt"), 0);

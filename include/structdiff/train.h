@@ -133,7 +133,8 @@ struct LoopTask {
 };
 
 struct LoopResult {
-  int64_t steps_done = 0;  // total, including steps before a resume
+  int64_t steps_done = 0;      // total, including steps before a resume
+  int64_t steps_this_run = 0;  // steps taken by this call (after the resumed step)
   double seconds = 0;      // this run's wall-clock time
   double final_loss = 0;   // mean loss over the last 100 steps
 };

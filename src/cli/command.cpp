@@ -2,11 +2,19 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <vector>
 #include <stdexcept>
 
 namespace structdiff::cli {
+
+void print_training_summary(const train::LoopResult& result, const std::string& model_path) {
+  std::printf("trained %ld steps in %.1f s (%.3f s/step) to step %ld; final loss %.4f; wrote %s\n",
+              static_cast<long>(result.steps_this_run), result.seconds,
+              result.seconds / static_cast<double>(std::max<int64_t>(1, result.steps_this_run)),
+              static_cast<long>(result.steps_done), result.final_loss, model_path.c_str());
+}
 
 void add_training_loop_options(CLI::App& command, train::LoopOptions& options) {
   command.add_option("--train-steps", options.steps, "Total optimiser steps")->capture_default_str();

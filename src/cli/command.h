@@ -28,6 +28,10 @@ double median_ms(const std::function<void()>& run, int min_runs, double budget_s
 // `options` must outlive the parse (the subcommand's state).
 void add_training_loop_options(CLI::App& command, train::LoopOptions& options);
 
+// "trained N steps in S s (X s/step) to step T; final loss L; wrote PATH": N and the rate count
+// this run's steps only, T includes those before a resume.
+void print_training_summary(const train::LoopResult& result, const std::string& model_path);
+
 // Each subcommand registers its options and stores the work to run in `action`; main runs it
 // after the global options took effect.
 using Action = std::function<void()>;

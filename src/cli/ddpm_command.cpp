@@ -88,10 +88,7 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
       ddpm::train(model, averaged, train_set.images, c.training, global.seed, &held_out);
   averaged.metadata["trained_steps"] = result.steps_done;
   ddpm::save_model(c.out, averaged);
-  std::printf("trained %ld steps in %.1f s (%.3f s/step); final loss %.4f; wrote %s\n",
-              static_cast<long>(result.steps_done), result.seconds,
-              result.seconds / std::max<double>(1.0, static_cast<double>(result.steps_done)),
-              result.final_loss, c.out.c_str());
+  print_training_summary(result, c.out);
 }
 
 int64_t grid_columns(int64_t count, int64_t columns) {

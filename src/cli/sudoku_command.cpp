@@ -97,10 +97,7 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
   const gsdm::TrainingResult result =
       gsdm::train(trained.model, averaged.model, trained.schedule, problem, options, global.seed);
   sudoku::save_model(c.out, averaged);
-  std::printf("trained %ld steps in %.1f s (%.3f s/step); final loss %.4f; wrote %s\n",
-              static_cast<long>(result.steps_done), result.seconds,
-              result.seconds / std::max<int64_t>(1, result.steps_done), result.final_loss,
-              c.out.c_str());
+  print_training_summary(result, c.out);
 }
 
 // ---- solve -------------------------------------------------------------------------------------

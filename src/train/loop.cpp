@@ -82,6 +82,7 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
   }
 
   std::deque<double> recent;
+  const int64_t first_step = step;
   const auto started = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - started).count(); };
   auto copy_ema = [&] {
@@ -128,6 +129,7 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
   copy_ema();
   LoopResult result;
   result.steps_done = step;
+  result.steps_this_run = step - first_step;
   result.seconds = elapsed();
   result.final_loss = recent.empty() ? 0.0
                                      : std::accumulate(recent.begin(), recent.end(), 0.0) /
