@@ -16,7 +16,7 @@ set -euo pipefail
 # labels per class, 1,000 validation, test = the rest, 5 runs, up to 600 epochs; 2 layers, hidden
 # 300-400, learning rate, weight decay and dropout by grid search (the authors' run script: lr
 # 5e-4, weight decay 0.1, dropout 0). The defaults here fit 2 cores (the sigmoid kernel's 5,000^2
-# matrices take about 0.5 GB) and use one fixed setting for all models.
+# pairs take about 7.5 min per 100-epoch run on one thread) and use one fixed setting for all models.
 pool=5000
 runs=5
 epochs=200
@@ -100,7 +100,7 @@ wants csbm && for homophily in "${homophilies[@]}"; do
   done
 done
 
-# (c) Time and memory against N; the sigmoid kernel stops at its memory limit.
+# (c) Time and memory against N (the sigmoid kernel to 3e4: its time is quadratic).
 if wants scaling && [[ ! -f $out/scaling.json ]]; then
   bench_args=()
   if [[ -n $bench_nodes ]]; then

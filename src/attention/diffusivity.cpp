@@ -31,6 +31,7 @@ int64_t block_rows(const torch::Tensor& q, const torch::Tensor& k) {
 struct WeightBlock {
   torch::Tensor scores;   // s = q k^T
   torch::Tensor weights;  // exp(log sigmoid(s) - row maximum)
+  torch::Tensor row_sum;  // sum_j weights, 1 for a row without keys (whose output must be 0)
 };
 
 WeightBlock weight_block(const torch::Tensor& q_block, const torch::Tensor& k,
@@ -45,6 +46,9 @@ WeightBlock weight_block(const torch::Tensor& q_block, const torch::Tensor& k,
   torch::Tensor row_max = log_weights.amax({-1}, /*keepdim=*/true);
   row_max.masked_fill_(torch::isinf(row_max), 0.0);
   block.weights = log_weights.sub_(row_max).exp_();
+  // A row with a key sums to at least exp(0) = 1; an empty row sums to 0.
+  block.row_sum = block.weights.sum(-1, /*keepdim=*/true);
+  block.row_sum.masked_fill_(block.row_sum == 0, 1.0);
   return block;
 }
 
@@ -64,18 +68,13 @@ class SigmoidDiffusivityFunction : public torch::autograd::Function<SigmoidDiffu
     const torch::Tensor& allowed = mask.allowed;
     const int64_t rows = q.size(2), step = block_rows(q, k);
     torch::Tensor out = torch::empty({q.size(0), q.size(1), rows, v.size(3)}, q.options());
-    torch::Tensor row_sum = torch::empty({q.size(0), q.size(1), rows, 1}, q.options());
     for (int64_t begin = 0; begin < rows; begin += step) {
       const int64_t end = std::min(rows, begin + step);
       const WeightBlock block =
           weight_block(q.slice(2, begin, end), k, mask_rows(allowed, begin, end));
-      torch::Tensor sum = block.weights.sum(-1, /*keepdim=*/true);
-      // A row with a key sums to at least exp(0) = 1; an empty row sums to 0 and must give 0.
-      sum.masked_fill_(sum == 0, 1.0);
-      out.slice(2, begin, end).copy_(block.weights.matmul(v).div_(sum));
-      row_sum.slice(2, begin, end).copy_(sum);
+      out.slice(2, begin, end).copy_(block.weights.matmul(v).div_(block.row_sum));
     }
-    ctx->save_for_backward({q, k, v, out, row_sum});
+    ctx->save_for_backward({q, k, v, out});
     if (allowed.defined()) ctx->saved_data["allowed"] = allowed;
     return out;
   }
@@ -83,8 +82,7 @@ class SigmoidDiffusivityFunction : public torch::autograd::Function<SigmoidDiffu
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_outputs) {
     const auto saved = ctx->get_saved_variables();
-    const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3],
-                        &row_sum = saved[4];
+    const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3];
     const torch::Tensor allowed = ctx->saved_data.count("allowed") != 0
                                       ? ctx->saved_data["allowed"].toTensor()
                                       : torch::Tensor();
@@ -97,8 +95,8 @@ class SigmoidDiffusivityFunction : public torch::autograd::Function<SigmoidDiffu
       const int64_t end = std::min(rows, begin + step);
       const torch::Tensor q_block = q.slice(2, begin, end);
       const torch::Tensor grad_block = grad_out.slice(2, begin, end);
-      const torch::Tensor sum = row_sum.slice(2, begin, end);
       WeightBlock block = weight_block(q_block, k, mask_rows(allowed, begin, end));
+      const torch::Tensor& sum = block.row_sum;
       // out_i = sum_j w_ij v_j / r_i with r_i = sum_j w_ij, so
       // dL/dw_ij = g_i . (v_j - out_i) / r_i, and dw_ij/ds_ij = w_ij sigmoid(-s_ij).
       const torch::Tensor grad_dot_out =
