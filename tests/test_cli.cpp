@@ -276,6 +276,16 @@ TEST_F(SudokuCli, SolvePrintsAGridAndItsValidity) {
   EXPECT_NE(r.output.find("samples valid"), std::string::npos) << r.output;
 }
 
+TEST_F(SudokuCli, StochasticDdimTakesEtaInZeroToOne) {
+  Result r = run("sudoku solve --model " + model_ + " --eta 0.5 --steps 5 1.3..4.2.1.3....");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("samples valid"), std::string::npos) << r.output;
+  r = run("sudoku solve --model " + model_ + " --eta 1.5 1.3..4.2.1.3....");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(line_count(r.output), 1) << r.output;
+  EXPECT_NE(r.output.find("--eta: Value 1.5 not in range"), std::string::npos) << r.output;
+}
+
 TEST_F(SudokuCli, BadPuzzlesGetOneLineReasons) {
   struct Case {
     std::string puzzle, message;

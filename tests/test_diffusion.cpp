@@ -407,6 +407,27 @@ TEST(Ddim, MatchesDeterministicUpdate) {
   }
 }
 
+TEST(Ddim, FullEtaOverEveryStepIsAncestralWithPosteriorVariance) {
+  const NoiseSchedule schedule{linear_config(6, 0.02, 0.3)};
+  const torch::Tensor x_T = torch::randn({3, 4}, kFloat64);
+  RecordingModel ddim_model, ancestral_model;
+  SamplerOptions ddim;
+  ddim.ddim_eta = 1;
+  ddim.generator = seeded_generator(5);
+  const torch::Tensor ddim_sample = sample_ddim(as_model(ddim_model), schedule, x_T, 6, ddim);
+  SamplerOptions ancestral;
+  ancestral.variance = AncestralVariance::posterior;
+  ancestral.generator = seeded_generator(5);
+  const torch::Tensor ancestral_sample =
+      sample_ancestral(as_model(ancestral_model), schedule, x_T, ancestral);
+  EXPECT_TRUE(torch::allclose(ddim_sample, ancestral_sample, 1e-12, 1e-12));
+  // Part-way eta is stochastic: another seed gives another sample.
+  ddim.ddim_eta = 0.5;
+  const torch::Tensor half = sample_ddim(as_model(ddim_model), schedule, x_T, 3, ddim);
+  ddim.generator = seeded_generator(6);
+  EXPECT_FALSE(torch::allclose(half, sample_ddim(as_model(ddim_model), schedule, x_T, 3, ddim)));
+}
+
 TEST(Ddim, NoiseOracleStaysOnTheForwardPathAndRecoversX0) {
   const NoiseSchedule schedule{ScheduleConfig{}};
   const torch::Tensor x0 = torch::randn({2, 5}, kFloat64);
@@ -537,6 +558,13 @@ TEST(Validation, RejectsBadSamplerArguments) {
                     "sample_ddim: num_steps must be in [1, 10], got 0");
   EXPECT_THROW_WITH(sample_ddim(model, schedule, x_T, 11, {}), std::invalid_argument,
                     "sample_ddim: num_steps must be in [1, 10], got 11");
+  SamplerOptions bad_eta;
+  bad_eta.ddim_eta = -0.5;
+  EXPECT_THROW_WITH(sample_ddim(model, schedule, x_T, 5, bad_eta), std::invalid_argument,
+                    "sample_ddim: ddim_eta must be in [0, 1], got -0.5");
+  bad_eta.ddim_eta = 1.5;
+  EXPECT_THROW_WITH(sample_ddim(model, schedule, x_T, 5, bad_eta), std::invalid_argument,
+                    "sample_ddim: ddim_eta must be in [0, 1], got 1.5");
   SamplerOptions negative_clip;
   negative_clip.clip_x0 = -1;
   EXPECT_THROW_WITH(sample_ancestral(model, schedule, x_T, negative_clip), std::invalid_argument,

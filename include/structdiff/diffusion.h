@@ -85,6 +85,9 @@ struct SamplerOptions {
   AncestralVariance variance = AncestralVariance::beta;
   // Clip predicted x0 to [-clip, clip]; 0 disables (DDPM images use 1).
   double clip_x0 = 0.0;
+  // DDIM only, in [0, 1] (Song et al. 2021, eq. 16): 0 is deterministic; 1 injects the posterior
+  // variance at every step, which over all T steps is ancestral sampling with that variance.
+  double ddim_eta = 0.0;
   // Applied to x after each step and to the final sample, e.g. to re-insert observed values.
   std::function<torch::Tensor(const torch::Tensor&)> clamp;
   ProgressFn progress;
@@ -95,8 +98,8 @@ struct SamplerOptions {
 // is added at the last step. Returns x_0.
 torch::Tensor sample_ancestral(const ModelFn& model, const NoiseSchedule& schedule,
                                torch::Tensor x_T, const SamplerOptions& options);
-// Deterministic DDIM (eta = 0) over `num_steps` evenly spaced steps from T-1 down to 0;
-// num_steps == schedule.steps() visits every step.
+// DDIM over `num_steps` evenly spaced steps from T-1 down to 0 (deterministic unless
+// options.ddim_eta > 0); num_steps == schedule.steps() visits every step.
 torch::Tensor sample_ddim(const ModelFn& model, const NoiseSchedule& schedule, torch::Tensor x_T,
                           int64_t num_steps, const SamplerOptions& options);
 

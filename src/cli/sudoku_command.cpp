@@ -25,10 +25,12 @@ int block_size(int side) {
 struct SamplingOptions {
   std::string sampler = "ddim";
   int64_t steps = 50;
+  double eta = sudoku::SolveOptions{}.ddim_eta;
   sudoku::SolveOptions solve_options() const {
     sudoku::SolveOptions o;
     o.sampler = sampler == "ancestral" ? sudoku::Sampler::ancestral : sudoku::Sampler::ddim;
     o.ddim_steps = steps;
+    o.ddim_eta = eta;
     return o;
   }
 };
@@ -38,6 +40,9 @@ void add_sampling_options(CLI::App* cmd, SamplingOptions& o) {
       ->check(CLI::IsMember({"ddim", "ancestral"}))
       ->capture_default_str();
   cmd->add_option("--steps", o.steps, "DDIM steps")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--eta", o.eta, "DDIM noise: 0 deterministic, 1 the posterior variance")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
 }
 
 // ---- train -------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-// Samplers: ancestral DDPM (Ho et al., 2020) and deterministic DDIM (Song et al., 2021).
+// Samplers: ancestral DDPM (Ho et al., 2020) and DDIM (Song et al., 2021).
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
@@ -89,6 +89,11 @@ torch::Tensor sample_ddim(const ModelFn& model, const NoiseSchedule& schedule, t
                                 std::to_string(schedule.steps()) + "], got " +
                                 std::to_string(num_steps));
   }
+  if (!(options.ddim_eta >= 0 && options.ddim_eta <= 1)) {
+    std::ostringstream message;
+    message << "sample_ddim: ddim_eta must be in [0, 1], got " << options.ddim_eta;
+    throw std::invalid_argument(message.str());
+  }
   torch::NoGradGuard no_grad;
   const std::vector<int64_t> timesteps = ddim_timesteps(schedule.steps(), num_steps);
   torch::Tensor x = std::move(x_T);
@@ -99,8 +104,14 @@ torch::Tensor sample_ddim(const ModelFn& model, const NoiseSchedule& schedule, t
     if (i + 1 < timesteps.size()) {
       // The noise consistent with the (possibly clipped) x0_hat, re-scaled to the next step.
       const torch::Tensor noise_hat = predicted_noise(schedule, Prediction::x0, x0_hat, x, t);
+      const double abar = schedule.alphas_cumprod()[timesteps[i]].item<double>();
       const double abar_next = schedule.alphas_cumprod()[timesteps[i + 1]].item<double>();
-      next = std::sqrt(abar_next) * x0_hat + std::sqrt(1 - abar_next) * noise_hat;
+      const double sigma = options.ddim_eta *
+                           std::sqrt((1 - abar_next) / (1 - abar) * (1 - abar / abar_next));
+      next = std::sqrt(abar_next) * x0_hat + std::sqrt(1 - abar_next - sigma * sigma) * noise_hat;
+      if (sigma > 0) {
+        next = next + sigma * torch::randn(x.sizes(), options.generator, x.options());
+      }
     }
     x = finish_step(std::move(next), options, static_cast<int64_t>(i) + 1, num_steps);
   }

@@ -94,6 +94,7 @@ std::vector<Grid> solve(gsdm::Gsdm model, const diffusion::NoiseSchedule& schedu
   diffusion::ModelFn fn = gsdm::conditioned_model(model, observed, values);
   diffusion::SamplerOptions sampler;
   sampler.prediction = diffusion::Prediction::x0;
+  sampler.ddim_eta = options.ddim_eta;
   sampler.progress = options.progress;
   torch::Tensor noise = torch::randn(values.sizes());
   torch::Tensor x0 = options.sampler == Sampler::ancestral
