@@ -202,9 +202,9 @@ TEST(Cli, DdpmTrainSampleEvalAndErrors) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("trained 3 steps"), std::string::npos) << r.output;
 
-  r = run("ddpm sample --model " + model + " --count 3 --steps 2 --out " + grid);
+  r = run("ddpm sample --model " + model + " --count 3 --steps 2 --eta 1 --out " + grid);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("sampled 3 images with DDIM 2 steps"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("sampled 3 images with DDIM 2 steps, eta 1 "), std::string::npos) << r.output;
   EXPECT_TRUE(std::filesystem::exists(grid));
 
   r = run("--threads 2 ddpm eval --model " + model + " --classifier " +
@@ -216,6 +216,7 @@ TEST(Cli, DdpmTrainSampleEvalAndErrors) {
   EXPECT_EQ(result["attention"], "favor-relu");
   EXPECT_EQ(result["trained_steps"], 3);
   EXPECT_EQ(result["samples"], 20);
+  EXPECT_EQ(result["ddim_eta"], 0.0);
   EXPECT_GT(result["frechet_distance"].get<double>(), result["frechet_floor_train_vs_test"].get<double>());
   int64_t histogram_total = 0;
   for (const auto& count : result["class_histogram"]) histogram_total += count.get<int64_t>();
@@ -225,6 +226,7 @@ TEST(Cli, DdpmTrainSampleEvalAndErrors) {
            "ddpm sample --model " + std::string(STRUCTDIFF_SOURCE_DIR) +
             "/models/classifier-fashion-mnist.pt --count 1",
         "ddpm sample --model " + model + " --steps 1001",
+        "ddpm sample --model " + model + " --steps 0 --eta 0.5",
         "ddpm train --attention performer", "ddpm train --dataset mnist --data-dir /nonexistent",
         "ddpm train --train-steps 1 --base-channels 12"}) {
     r = run(args);
@@ -233,6 +235,8 @@ TEST(Cli, DdpmTrainSampleEvalAndErrors) {
     EXPECT_EQ(r.output.rfind("structdiff: error: ", 0), 0u) << args << ": " << r.output;
   }
   EXPECT_NE(run("ddpm sample --model " + model + " --steps 1001").output.find("DDIM steps must be in [1, 1000]"),
+            std::string::npos);
+  EXPECT_NE(run("ddpm sample --model " + model + " --steps 0 --eta 0.5").output.find("eta applies to DDIM"),
             std::string::npos);
   EXPECT_NE(run("ddpm train --train-steps 1 --base-channels 12").output.find(
                 "base_channels 12 must be divisible by groups 8"),
@@ -284,6 +288,28 @@ TEST_F(SudokuCli, StochasticDdimTakesEtaInZeroToOne) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(line_count(r.output), 1) << r.output;
   EXPECT_NE(r.output.find("--eta: Value 1.5 not in range"), std::string::npos) << r.output;
+}
+
+TEST_F(SudokuCli, EvalDrawsPuzzlesFromTheModelsGridFamilyUnlessTold) {
+  const std::string pattern_model = temp_path("tiny_sudoku4_pattern.pt");
+  Result r = run("sudoku train --size 4 --dim 16 --blocks 1 --heads 2 --train-steps 2 --grids pattern --out " +
+                 pattern_model);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string eval = " --count 2 --diversity-samples 2 --steps 2";
+  r = run("sudoku eval --model " + pattern_model + eval);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("puzzles from pattern grids (the model was trained on pattern grids)"),
+            std::string::npos)
+      << r.output;
+  r = run("sudoku eval --model " + model_ + eval + " --grids pattern");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("puzzles from pattern grids (the model was trained on broad grids)"),
+            std::string::npos)
+      << r.output;
+  r = run("sudoku train --size 4 --train-steps 1 --grids uniform --out " + temp_path("unused.pt"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(line_count(r.output), 1) << r.output;
+  EXPECT_NE(r.output.find("--grids: uniform not in {broad,pattern}"), std::string::npos) << r.output;
 }
 
 TEST_F(SudokuCli, BadPuzzlesGetOneLineReasons) {

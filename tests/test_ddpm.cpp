@@ -216,6 +216,26 @@ TEST(Sampling, DeterministicImagesInUnitRangeAndErrors) {
                     "DDIM steps must be in [1, 1000], or 0 for the ancestral chain; got 1001");
 }
 
+TEST(Sampling, StochasticDdimIsSeededAndDiffersFromDeterministic) {
+  torch::manual_seed(0);
+  Model model = tiny_model();
+  SampleOptions options;
+  options.count = 2;
+  options.ddim_steps = 3;
+  options.seed = 9;
+  const torch::Tensor deterministic = sample(model, options);
+  options.ddim_eta = 1.0;
+  const torch::Tensor stochastic = sample(model, options);
+  EXPECT_TRUE(torch::equal(stochastic, sample(model, options)));
+  EXPECT_GT((stochastic - deterministic).abs().max().item<double>(), 1e-3);
+  options.ddim_eta = 1.5;
+  EXPECT_THROW_WITH(sample(model, options), std::invalid_argument, "ddim_eta must be in [0, 1], got 1.5");
+  options.ddim_eta = 0.5;
+  options.ddim_steps = 0;
+  EXPECT_THROW_WITH(sample(model, options), std::invalid_argument,
+                    "eta applies to DDIM; the ancestral chain (0 DDIM steps) takes none");
+}
+
 TEST(Training, HeldOutLossIsFixedAndDrawsNothingGlobal) {
   torch::manual_seed(1);
   Model model = tiny_model();

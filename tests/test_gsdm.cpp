@@ -141,7 +141,8 @@ TEST(Gsdm, EmbeddingSharingGivesEquivariance) {
 TEST(Gsdm, ObservedValuesAreClampedAtEveryStep) {
   torch::manual_seed(4);
   sudoku::TrainedModel trained = sudoku::build_model(
-      sudoku::model_metadata(2, small_config(), diffusion::ScheduleConfig{}));
+      sudoku::model_metadata(2, sudoku::GridFamily::broad, small_config(),
+                             diffusion::ScheduleConfig{}));
   std::mt19937_64 rng(5);
   const sudoku::Grid solution = sudoku::generate_solution(2, rng);
   const sudoku::Grid puzzle = sudoku::observe_random_cells(solution, 6, rng);
@@ -173,11 +174,13 @@ TEST(Gsdm, ObservedValuesAreClampedAtEveryStep) {
 TEST(Gsdm, ModelFileRoundTripGivesIdenticalOutputs) {
   torch::manual_seed(6);
   sudoku::TrainedModel trained = sudoku::build_model(
-      sudoku::model_metadata(2, small_config(EmbeddingKind::exchangeable), diffusion::ScheduleConfig{}));
+      sudoku::model_metadata(2, sudoku::GridFamily::pattern, small_config(EmbeddingKind::exchangeable),
+                             diffusion::ScheduleConfig{}));
   const std::string path = ::testing::TempDir() + "gsdm_roundtrip.pt";
   sudoku::save_model(path, trained);
   sudoku::TrainedModel loaded = sudoku::load_model(path);
   EXPECT_EQ(loaded.model->config().to_json(), trained.model->config().to_json());
+  EXPECT_EQ(loaded.grids, sudoku::GridFamily::pattern);
   torch::NoGradGuard no_grad;
   trained.model->eval();
   torch::Tensor x = torch::randn({4, 64}), t = torch::randint(1000, {4});
@@ -196,7 +199,8 @@ TrainingProblem sudoku4_problem(const nlohmann::json& metadata) {
 }
 
 TEST(GsdmTraining, ResumeContinuesTheSameTrajectory) {
-  const nlohmann::json metadata = sudoku::model_metadata(2, small_config(), diffusion::ScheduleConfig{});
+  const nlohmann::json metadata = sudoku::model_metadata(2, sudoku::GridFamily::broad, small_config(),
+                                                         diffusion::ScheduleConfig{});
   auto run = [&](const std::string& checkpoint, int64_t first_leg) {
     torch::manual_seed(7);
     sudoku::TrainedModel a = sudoku::build_model(metadata), ema = sudoku::build_model(metadata);

@@ -15,7 +15,8 @@ TEST(GsdmLearning, Small4x4ModelSolvesMostPuzzles) {
   config.dim = 64;
   config.blocks = 3;
   config.heads = 4;
-  const nlohmann::json metadata = sudoku::model_metadata(2, config, diffusion::ScheduleConfig{});
+  const nlohmann::json metadata =
+      sudoku::model_metadata(2, sudoku::GridFamily::broad, config, diffusion::ScheduleConfig{});
   sudoku::TrainedModel trained = sudoku::build_model(metadata);
   sudoku::TrainedModel averaged = sudoku::build_model(metadata);
   gsdm::TrainingProblem problem;

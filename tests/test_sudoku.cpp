@@ -113,10 +113,68 @@ TEST(Sudoku, NineByNineGridsDifferBeyondDigitNames) {
   EXPECT_GT(first_block_second_rows.size(), 10u);
 }
 
+// The mini-row digit sets (row within one block) of every row of band `band`, each row's
+// collection sorted so that rows holding the same sets compare equal.
+std::vector<std::vector<std::vector<int>>> mini_rows_of_band(const Grid& grid, int band) {
+  const int n = grid.n;
+  std::vector<std::vector<std::vector<int>>> rows;
+  for (int r = band * n; r < (band + 1) * n; ++r) {
+    std::vector<std::vector<int>> sets;
+    for (int stack = 0; stack < n; ++stack) {
+      std::vector<int> digits;
+      for (int k = 0; k < n; ++k) digits.push_back(grid.at(r, stack * n + k));
+      std::sort(digits.begin(), digits.end());
+      sets.push_back(digits);
+    }
+    std::sort(sets.begin(), sets.end());
+    rows.push_back(sets);
+  }
+  return rows;
+}
+
+bool rows_of_each_band_share_mini_rows(const Grid& grid) {
+  for (int band = 0; band < grid.n; ++band) {
+    const auto rows = mini_rows_of_band(grid, band);
+    for (const auto& row : rows) {
+      if (row != rows.front()) return false;
+    }
+  }
+  return true;
+}
+
+TEST(Sudoku, PatternGridsAreValidVariedAndFromTheNarrowFamily) {
+  std::mt19937_64 rng(11);
+  for (int n = 2; n <= 5; ++n) {
+    std::set<std::vector<int>> distinct;
+    for (int i = 0; i < 20; ++i) {
+      const Grid grid = generate_solution(n, rng, GridFamily::pattern);
+      ASSERT_EQ(grid.n, n);
+      EXPECT_TRUE(is_valid_solution(grid, blank_grid(n))) << format(grid, true);
+      EXPECT_TRUE(rows_of_each_band_share_mini_rows(grid)) << format(grid, true);
+      distinct.insert(grid.cells);
+    }
+    EXPECT_GE(distinct.size(), n == 2 ? 15u : 20u) << "n = " << n;  // 4x4 has only 288 grids
+  }
+  // The broad generator almost never lands in that family on 9x9.
+  int in_family = 0;
+  for (int i = 0; i < 100; ++i) in_family += rows_of_each_band_share_mini_rows(generate_solution(3, rng));
+  EXPECT_LT(in_family, 10);
+}
+
+TEST(Sudoku, GridFamilyNamesRoundTripAndUnknownOnesAreRejected) {
+  for (GridFamily family : {GridFamily::broad, GridFamily::pattern}) {
+    EXPECT_EQ(parse_grid_family(grid_family_name(family)), family);
+  }
+  EXPECT_THROW_WITH(parse_grid_family("uniform"), std::invalid_argument,
+                    "unknown grid family 'uniform' (expected broad or pattern)");
+}
+
 TEST(Sudoku, RejectsUnsupportedSizes) {
   std::mt19937_64 rng(5);
   EXPECT_THROW_WITH(generate_solution(1, rng), std::invalid_argument, "n must be in 2..5, got 1");
   EXPECT_THROW_WITH(generate_solution(6, rng), std::invalid_argument, "n must be in 2..5, got 6");
+  EXPECT_THROW_WITH(generate_solution(1, rng, GridFamily::pattern), std::invalid_argument,
+                    "n must be in 2..5, got 1");
   EXPECT_THROW_WITH(constrained_pairs(6), std::invalid_argument, "n must be in 2..5");
   EXPECT_THROW_WITH(format(Grid{3, std::vector<int>(80, kBlank)}), std::invalid_argument,
                     "grid has 80 cells; a 9x9 grid needs 81");

@@ -46,6 +46,7 @@ double held_out_loss(Model& model, const HeldOutBatch& batch);  // eval mode, no
 struct SampleOptions {
   int64_t count = 16;
   int64_t ddim_steps = 0;   // 0: the full ancestral chain
+  double ddim_eta = 0;      // DDIM noise in [0, 1] (diffusion::SamplerOptions); DDIM only
   int64_t batch = 64;       // images denoised at once
   uint64_t seed = 0;
   diffusion::ProgressFn progress;  // (images finished, total) after each batch

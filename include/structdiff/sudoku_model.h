@@ -30,8 +30,10 @@ struct Batch {
   torch::Tensor x0;        // (batch, width)
   torch::Tensor observed;  // (batch, cells) bool
 };
-// Fresh solutions, each observing a uniformly random number (0 .. all but one) of random cells.
-Batch make_training_batch(int n, int64_t batch, std::mt19937_64& rng);
+// Fresh solutions of `family`, each observing a uniformly random number (0 .. all but one) of
+// random cells.
+Batch make_training_batch(int n, int64_t batch, std::mt19937_64& rng,
+                          GridFamily family = GridFamily::broad);
 
 enum class Sampler { ancestral, ddim };
 
@@ -54,10 +56,11 @@ namespace structdiff::sudoku {
 // A trained model file: the (EMA) weights plus what is needed to rebuild model and schedule.
 struct TrainedModel {
   int n = 3;
+  GridFamily grids = GridFamily::broad;  // what it was trained on (files before this key: broad)
   gsdm::Gsdm model{nullptr};
   diffusion::NoiseSchedule schedule{diffusion::ScheduleConfig{}};
 };
-nlohmann::json model_metadata(int n, const gsdm::GsdmConfig& config,
+nlohmann::json model_metadata(int n, GridFamily grids, const gsdm::GsdmConfig& config,
                               const diffusion::ScheduleConfig& schedule);
 TrainedModel build_model(const nlohmann::json& metadata);  // fresh weights
 TrainedModel load_model(const std::string& path);

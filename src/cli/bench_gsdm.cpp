@@ -42,7 +42,8 @@ void run(const BenchGsdmOptions& o, const GlobalOptions& global) {
     gsdm::GsdmConfig config;
     config.attention = parse_mechanism(attention);
     sudoku::TrainedModel trained =
-        sudoku::build_model(sudoku::model_metadata(n, config, diffusion::ScheduleConfig{}));
+        sudoku::build_model(sudoku::model_metadata(n, sudoku::GridFamily::broad, config,
+                                                   diffusion::ScheduleConfig{}));
     torch::optim::Adam optimizer(trained.model->parameters(), torch::optim::AdamOptions(2e-5));
     std::mt19937_64 rng(global.seed);
     // Data generation is excluded: the step is the model's forward, backward and update.

@@ -56,8 +56,11 @@ torch::Tensor sample_with_progress(ddpm::Model& model, ddpm::SampleOptions optio
   return images;
 }
 
-std::string sampler_name(int64_t ddim_steps) {
-  return ddim_steps == 0 ? "ancestral (1000 steps)" : "DDIM " + std::to_string(ddim_steps) + " steps";
+std::string sampler_name(const ddpm::SampleOptions& options) {
+  if (options.ddim_steps == 0) return "ancestral (1000 steps)";
+  char eta[32];
+  std::snprintf(eta, sizeof eta, "%g", options.ddim_eta);
+  return "DDIM " + std::to_string(options.ddim_steps) + " steps, eta " + eta;
 }
 
 void run_train(const TrainCommand& c, const GlobalOptions& global) {
@@ -104,7 +107,7 @@ void run_sample(const SampleCommand& c, const GlobalOptions& global) {
   const torch::Tensor images = sample_with_progress(model, options, seconds);
   ddpm::write_image_grid(c.out, images, grid_columns(options.count, c.columns));
   std::printf("sampled %ld images with %s in %.1f s (%.3f s/image); wrote %s\n",
-              static_cast<long>(options.count), sampler_name(options.ddim_steps).c_str(), seconds,
+              static_cast<long>(options.count), sampler_name(options).c_str(), seconds,
               seconds / static_cast<double>(options.count), c.out.c_str());
 }
 
@@ -142,7 +145,7 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
   }
   total_variation *= 0.5;
 
-  std::printf("%s, %s: %ld samples in %.1f s\n", dataset.c_str(), sampler_name(options.ddim_steps).c_str(),
+  std::printf("%s, %s: %ld samples in %.1f s\n", dataset.c_str(), sampler_name(options).c_str(),
               static_cast<long>(count), seconds);
   std::printf("Frechet classifier distance to the test set: %.3f (floor, %ld training images: %.3f)\n",
               distance, static_cast<long>(floor_count), floor);
@@ -158,6 +161,7 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
                      {"trained_steps", model.metadata.value("trained_steps", int64_t{0})},
                      {"samples", count},
                      {"ddim_steps", options.ddim_steps},
+                     {"ddim_eta", options.ddim_eta},
                      {"seed", global.seed},
                      {"sampling_seconds", seconds},
                      {"frechet_distance", distance},
@@ -222,6 +226,9 @@ void register_ddpm(CLI::App& app, const GlobalOptions& global, Action& action) {
     command->add_option("--count", sampling.count, "Images to generate")->check(CLI::PositiveNumber)->capture_default_str();
     command->add_option("--steps", sampling.ddim_steps, "DDIM steps (0: the full ancestral chain)")
         ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    command->add_option("--eta", sampling.ddim_eta, "DDIM noise: 0 deterministic, 1 the posterior variance")
+        ->check(CLI::Range(0.0, 1.0))
         ->capture_default_str();
     command->add_option("--batch", sampling.batch, "Images denoised at once")->check(CLI::PositiveNumber)->capture_default_str();
   };

@@ -54,6 +54,7 @@ struct TrainCommand {
   diffusion::ScheduleConfig schedule;
   std::string schedule_kind = "linear";
   gsdm::TrainingOptions training;
+  std::string grids = "broad";
   std::string out = "sudoku.pt";
   int64_t validation_puzzles = 64;
 };
@@ -66,7 +67,8 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
   config.attention = parse_mechanism(c.attention);
   diffusion::ScheduleConfig schedule_config = c.schedule;
   schedule_config.kind = diffusion::parse_schedule(c.schedule_kind);
-  const nlohmann::json metadata = sudoku::model_metadata(n, config, schedule_config);
+  const sudoku::GridFamily grids = sudoku::parse_grid_family(c.grids);
+  const nlohmann::json metadata = sudoku::model_metadata(n, grids, config, schedule_config);
   sudoku::TrainedModel trained = sudoku::build_model(metadata);
   sudoku::TrainedModel averaged = sudoku::build_model(metadata);
 
@@ -74,17 +76,17 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
   std::mt19937_64 validation_rng(global.seed + 1000003);
   std::vector<sudoku::Grid> validation;
   for (int64_t i = 0; i < c.validation_puzzles; ++i) {
-    const sudoku::Grid solution = sudoku::generate_solution(n, validation_rng);
+    const sudoku::Grid solution = sudoku::generate_solution(n, validation_rng, grids);
     validation.push_back(sudoku::observe_random_cells(solution, solution.size() / 2, validation_rng));
   }
   gsdm::TrainingProblem problem;
   problem.metadata = metadata;
-  problem.make_batch = [n](int64_t batch, std::mt19937_64& rng) {
-    sudoku::Batch b = sudoku::make_training_batch(n, batch, rng);
+  problem.make_batch = [n, grids](int64_t batch, std::mt19937_64& rng) {
+    sudoku::Batch b = sudoku::make_training_batch(n, batch, rng, grids);
     return gsdm::TrainingBatch{b.x0, b.observed};
   };
   problem.validate = [&](gsdm::Gsdm ema_model) {
-    sudoku::TrainedModel view{n, ema_model, trained.schedule};
+    sudoku::TrainedModel view{n, grids, ema_model, trained.schedule};
     sudoku::SolveOptions options;
     options.ddim_steps = 20;
     const sudoku::Accuracy a = sudoku::evaluate(view, validation, options);
@@ -97,8 +99,9 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
     for (const auto& p : trained.model->parameters()) count += p.numel();
     return count;
   }();
-  std::fprintf(stderr, "training a %dx%d Sudoku GSDM: %ld parameters, %s attention, %d threads\n",
-               c.size, c.size, static_cast<long>(parameters), c.attention.c_str(), global.threads);
+  std::fprintf(stderr, "training a %dx%d Sudoku GSDM on %s grids: %ld parameters, %s attention, %d threads\n",
+               c.size, c.size, c.grids.c_str(), static_cast<long>(parameters), c.attention.c_str(),
+               global.threads);
   const gsdm::TrainingResult result =
       gsdm::train(trained.model, averaged.model, trained.schedule, problem, options, global.seed);
   sudoku::save_model(c.out, averaged);
@@ -169,6 +172,7 @@ struct EvalCommand {
   int64_t count = 100;
   int64_t diversity_samples = 32;
   bool unique = true;
+  std::string grids;  // empty: the family the model was trained on
   SamplingOptions sampling;
   std::string json_path;
 };
@@ -176,6 +180,7 @@ struct EvalCommand {
 void run_eval(const EvalCommand& c, const GlobalOptions& global) {
   const sudoku::TrainedModel trained = sudoku::load_model(c.model_path);
   const int cells = trained.n * trained.n * trained.n * trained.n;
+  const sudoku::GridFamily grids = c.grids.empty() ? trained.grids : sudoku::parse_grid_family(c.grids);
   std::mt19937_64 rng(global.seed);
   nlohmann::json rows = nlohmann::json::array();
   auto report = [&](const std::string& setting, const std::vector<sudoku::Grid>& puzzles) {
@@ -184,20 +189,23 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
                 setting.c_str(), static_cast<long>(a.puzzles), 100.0 * a.valid_fraction(),
                 a.violated_fraction, a.seconds / std::max<int64_t>(1, a.puzzles));
     std::fflush(stdout);
-    rows.push_back({{"setting", setting}, {"puzzles", a.puzzles}, {"valid", a.valid_fraction()},
+    rows.push_back({{"setting", setting}, {"grids", sudoku::grid_family_name(grids)},
+                    {"puzzles", a.puzzles}, {"valid", a.valid_fraction()},
                     {"violated_fraction", a.violated_fraction},
                     {"seconds_per_puzzle", a.seconds / std::max<int64_t>(1, a.puzzles)}});
   };
   auto random_puzzles = [&](int observed) {
     std::vector<sudoku::Grid> puzzles;
     for (int64_t i = 0; i < c.count; ++i) {
-      puzzles.push_back(sudoku::observe_random_cells(sudoku::generate_solution(trained.n, rng), observed, rng));
+      puzzles.push_back(sudoku::observe_random_cells(sudoku::generate_solution(trained.n, rng, grids), observed, rng));
     }
     return puzzles;
   };
-  std::printf("sampler %s%s, seed %lu\n", c.sampling.sampler.c_str(),
+  std::printf("sampler %s%s, seed %lu, puzzles from %s grids (the model was trained on %s grids)\n",
+              c.sampling.sampler.c_str(),
               c.sampling.sampler == "ddim" ? (" (" + std::to_string(c.sampling.steps) + " steps)").c_str() : "",
-              static_cast<unsigned long>(global.seed));
+              static_cast<unsigned long>(global.seed), sudoku::grid_family_name(grids).c_str(),
+              sudoku::grid_family_name(trained.grids).c_str());
   report("observed 0 (unconditional)", random_puzzles(0));
   if (trained.n == 3) report("observed 16 cells", random_puzzles(16));
   for (int percent : {20, 50, 80}) {
@@ -206,7 +214,7 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
   if (c.unique && trained.n == 3) {
     std::vector<sudoku::Grid> puzzles;
     for (int64_t i = 0; i < c.count; ++i) {
-      puzzles.push_back(sudoku::make_unique_puzzle(sudoku::generate_solution(3, rng), 25, 35, rng));
+      puzzles.push_back(sudoku::make_unique_puzzle(sudoku::generate_solution(3, rng, grids), 25, 35, rng));
     }
     report("unique, 25-35 givens", puzzles);
   }
@@ -260,6 +268,10 @@ void register_sudoku(CLI::App& app, const GlobalOptions& global, Action& action)
   train->add_option("--batch", t->training.batch, "Batch size")->capture_default_str();
   train->add_option("--validation-puzzles", t->validation_puzzles, "Puzzles per validation")
       ->capture_default_str();
+  train->add_option("--grids", t->grids,
+                    "Training grids: broad (the whole space) or pattern (the paper's generator)")
+      ->check(CLI::IsMember({"broad", "pattern"}))
+      ->capture_default_str();
   train->add_option("--out", t->out, "Trained model (EMA weights) to write")->capture_default_str();
   train->callback([t, &global, &action] { action = [t, &global] { run_train(*t, global); }; });
 
@@ -284,6 +296,9 @@ void register_sudoku(CLI::App& app, const GlobalOptions& global, Action& action)
   eval->add_flag("--unique,!--no-unique", e->unique,
                  "Also score unique-solution puzzles with 25-35 givens (9x9)")
       ->capture_default_str();
+  eval->add_option("--grids", e->grids,
+                   "Puzzles from broad or pattern grids (default: what the model was trained on)")
+      ->check(CLI::IsMember({"broad", "pattern"}));
   eval->add_option("--json", e->json_path, "Write the results as JSON");
   add_sampling_options(eval, e->sampling);
   eval->callback([e, &global, &action] { action = [e, &global] { run_eval(*e, global); }; });

@@ -81,6 +81,9 @@ torch::Tensor sample(Model& model, const SampleOptions& options) {
                                 "], or 0 for the ancestral chain; got " +
                                 std::to_string(options.ddim_steps));
   }
+  if (options.ddim_eta != 0 && options.ddim_steps == 0) {
+    throw std::invalid_argument("sample: eta applies to DDIM; the ancestral chain (0 DDIM steps) takes none");
+  }
   torch::NoGradGuard no_grad;
   model.net->eval();
   const unet::UNetConfig& config = model.net->config();
@@ -88,6 +91,7 @@ torch::Tensor sample(Model& model, const SampleOptions& options) {
   sampler.prediction = diffusion::Prediction::epsilon;
   sampler.variance = diffusion::AncestralVariance::posterior;
   sampler.clip_x0 = 1.0;
+  sampler.ddim_eta = options.ddim_eta;
   sampler.generator = at::make_generator<at::CPUGeneratorImpl>(options.seed);
   const diffusion::ModelFn net = [&](const torch::Tensor& x, const torch::Tensor& t) {
     return model.net(x, t);

@@ -225,8 +225,49 @@ std::string cell_name(int cell, int side) {
 
 }  // namespace
 
-Grid generate_solution(int n, std::mt19937_64& rng) {
+GridFamily parse_grid_family(const std::string& name) {
+  if (name == "broad") return GridFamily::broad;
+  if (name == "pattern") return GridFamily::pattern;
+  throw std::invalid_argument("sudoku: unknown grid family '" + name + "' (expected broad or pattern)");
+}
+
+std::string grid_family_name(GridFamily family) {
+  return family == GridFamily::pattern ? "pattern" : "broad";
+}
+
+namespace {
+
+Grid generate_pattern_solution(int n, std::mt19937_64& rng) {
+  const int side = n * n;
+  const std::vector<int> relabel = random_permutation(side, rng);
+  const std::vector<int> band_shift = random_permutation(n, rng);
+  Grid grid{n, std::vector<int>(side * side)};
+  for (int band = 0; band < n; ++band) {
+    const std::vector<int> rows = random_permutation(n, rng);
+    for (int i = 0; i < n; ++i) {
+      for (int c = 0; c < side; ++c) {
+        grid.cells[(band * n + rows[i]) * side + c] = (c + band_shift[band] + n * i) % side;
+      }
+    }
+  }
+  // Columns within stacks: moves whole columns, so rows, columns and blocks stay permutations.
+  Grid shuffled = grid;
+  for (int stack = 0; stack < n; ++stack) {
+    const std::vector<int> cols = random_permutation(n, rng);
+    for (int k = 0; k < n; ++k) {
+      for (int r = 0; r < side; ++r) {
+        shuffled.cells[r * side + stack * n + cols[k]] = relabel[grid.cells[r * side + stack * n + k]];
+      }
+    }
+  }
+  return shuffled;
+}
+
+}  // namespace
+
+Grid generate_solution(int n, std::mt19937_64& rng, GridFamily family) {
   check_block_size(n);
+  if (family == GridFamily::pattern) return generate_pattern_solution(n, rng);
   const int side = n * n;
   const std::vector<int> base = random_complete_cells(n, rng);
   // The backtracking order leaves traces (e.g. the diagonal blocks); the symmetries spread the

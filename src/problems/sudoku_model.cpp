@@ -71,10 +71,10 @@ torch::Tensor observed_mask(const std::vector<Grid>& puzzles) {
   return mask;
 }
 
-Batch make_training_batch(int n, int64_t batch, std::mt19937_64& rng) {
+Batch make_training_batch(int n, int64_t batch, std::mt19937_64& rng, GridFamily family) {
   std::vector<Grid> solutions, puzzles;
   for (int64_t b = 0; b < batch; ++b) {
-    solutions.push_back(generate_solution(n, rng));
+    solutions.push_back(generate_solution(n, rng, family));
     const int cells = solutions.back().size();
     // Uniform in 0 .. cells-1, from the generator's own draw so the stream stays portable.
     const int observed = static_cast<int>(rng() % static_cast<uint64_t>(cells));
@@ -107,10 +107,11 @@ std::vector<Grid> solve(gsdm::Gsdm model, const diffusion::NoiseSchedule& schedu
 
 namespace structdiff::sudoku {
 
-nlohmann::json model_metadata(int n, const gsdm::GsdmConfig& config,
+nlohmann::json model_metadata(int n, GridFamily grids, const gsdm::GsdmConfig& config,
                               const diffusion::ScheduleConfig& schedule) {
   return {{"problem", "sudoku"},
           {"n", n},
+          {"grids", grid_family_name(grids)},
           {"model", config.to_json()},
           {"schedule", diffusion::schedule_to_json(schedule)}};
 }
@@ -121,6 +122,7 @@ TrainedModel build_model(const nlohmann::json& metadata) {
   }
   TrainedModel trained;
   trained.n = metadata.at("n").get<int>();
+  trained.grids = parse_grid_family(metadata.value("grids", "broad"));
   trained.model = gsdm::Gsdm(graphical_model(trained.n), gsdm::GsdmConfig::from_json(metadata.at("model")));
   trained.schedule = diffusion::NoiseSchedule(diffusion::schedule_from_json(metadata.at("schedule")));
   return trained;
@@ -139,7 +141,8 @@ TrainedModel load_model(const std::string& path) {
 void save_model(const std::string& path, const TrainedModel& trained) {
   train::CheckpointParts parts;
   parts.model = trained.model.ptr().get();  // saving does not modify the module
-  parts.metadata = model_metadata(trained.n, trained.model->config(), trained.schedule.config());
+  parts.metadata =
+      model_metadata(trained.n, trained.grids, trained.model->config(), trained.schedule.config());
   train::save_checkpoint(path, parts);
 }
 
