@@ -46,7 +46,7 @@ cell() {  # DATASET ATTENTION
   fi
   if [[ ! -f $dir/$name.json ]]; then
     "$bin" --threads 1 --seed 1 ddpm eval --model "$dir/$name.pt" \
-      --classifier "models/classifier-$1.pt" --count "$samples" --steps "$ddim_steps" \
+      --classifier "models/classifier-$1.pt" --count "$samples" --steps "$ddim_steps" --eta 0 \
       --grid "$dir/$name.png" --json "$dir/$name.json" >> "$dir/$name.txt" 2>&1
   fi
   echo "done: $dir/$name"

@@ -36,6 +36,7 @@ def quality(out_dir):
 
 def bench(json_path):
     rows = json.loads(pathlib.Path(json_path).read_text())
+    rows = rows["rows"] if isinstance(rows, dict) else rows  # files before provenance: a bare list
     labels = list(dict.fromkeys(row["label"] for row in rows))
     batches = sorted({row["batch"] for row in rows})
     for metric, title in (("steps_per_second", "training steps/s"), ("peak_mb", "peak MB")):

@@ -129,7 +129,9 @@ def main():
         sections.append(csbm_section(csbm))
     scaling_path = out / "scaling.json"
     if scaling_path.exists():
-        sections.append(scaling_section(json.loads(scaling_path.read_text())))
+        scaling = json.loads(scaling_path.read_text())
+        # Files before provenance are a bare list of rows.
+        sections.append(scaling_section(scaling["rows"] if isinstance(scaling, dict) else scaling))
     print("# DIFFormer experiments\n\n" + "\n\n".join(sections))
 
 

@@ -10,9 +10,14 @@ bin=${STRUCTDIFF:-build/src/structdiff}
 mkdir -p "$out"
 export OMP_WAIT_POLICY=PASSIVE
 
+# Every option the recorded table relies on is spelled out, so a changed default cannot change
+# the experiment (tests/test_scripts.cpp checks that these command lines still parse).
 train() {  # size attention dim blocks heads
   "$bin" --threads 1 --seed 0 sudoku train --size "$1" --attention "$2" --dim "$3" --blocks "$4" \
-    --heads "$5" --batch 32 --lr 3e-4 --ema 0.99 --train-steps 1000000 --max-minutes "$minutes" \
+    --heads "$5" --embedding AE --norm token --grids broad \
+    --schedule linear --diffusion-steps 1000 --beta-start 1e-4 --beta-end 5e-3 \
+    --batch 32 --lr 3e-4 --lr-decay constant --warmup 0 --weight-decay 0 --clip 1 --ema 0.99 \
+    --validate-every 0 --train-steps 1000000 --max-minutes "$minutes" \
     --log "$out/sudoku$1-$2.jsonl" --out "$out/sudoku$1-$2.pt" > "$out/sudoku$1-$2.train.txt" 2>&1
 }
 # 9x9 with the reference configuration; 16x16 smaller so that it gets through enough steps.
@@ -20,6 +25,8 @@ train 9 sparse 128 6 8 & train 9 dense 128 6 8 &
 train 16 sparse 64 4 4 & train 16 dense 64 4 4 &
 wait
 for model in "$out"/sudoku*.pt; do
+  # The table predates stochastic DDIM as the default: deterministic DDIM 50 (eta 0).
   "$bin" --threads 2 --seed 1 sudoku eval --model "$model" --count 64 --no-unique \
+    --sampler ddim --steps 50 --eta 0 --grids broad \
     --diversity-samples 8 --json "${model%.pt}.eval.json" > "${model%.pt}.eval.txt"
 done

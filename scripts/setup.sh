@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
   libtorch-dev libopenblas0-openmp
-  libcli11-dev nlohmann-json3-dev libstb-dev zlib1g-dev
+  libcli11-dev nlohmann-json3-dev libstb-dev zlib1g-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
 )

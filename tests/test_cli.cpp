@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "structdiff/datasets.h"
+#include "support/temporary_files.h"
 
 namespace {
 
@@ -20,8 +21,8 @@ struct Result {
   std::string output;  // stdout and stderr together
 };
 
-Result run(const std::string& arguments) {
-  const std::string command = std::string(STRUCTDIFF_BINARY) + " " + arguments + " 2>&1";
+// A shell command line as it is (for pipelines and background jobs).
+Result run_shell(const std::string& command) {
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return {-1, "popen failed"};
   std::string output;
@@ -31,13 +32,26 @@ Result run(const std::string& arguments) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
 }
 
+Result run(const std::string& arguments) {
+  return run_shell(std::string(STRUCTDIFF_BINARY) + " " + arguments + " 2>&1");
+}
+
 int line_count(const std::string& text) {
   int lines = 0;
   for (char c : text) lines += c == '\n';
   return lines;
 }
 
-std::string temp_path(const std::string& name) { return ::testing::TempDir() + name; }
+// Each test runs in a process of its own (ctest -j2 runs two at once): one scratch directory per
+// process, so concurrent tests never share a file.
+std::string temp_path(const std::string& name) {
+  static const TemporaryDirectory directory;
+  return directory.file(name);
+}
+
+bool contains(const std::string& text, const std::string& fragment) {
+  return text.find(fragment) != std::string::npos;
+}
 
 TEST(Cli, HelpOnEveryLevel) {
   for (const char* args : {"--help", "bench --help", "bench attention --help", "pattern --help"}) {
@@ -87,7 +101,9 @@ TEST(Cli, BenchAttentionWritesJsonRows) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("sparse is"), std::string::npos) << r.output;
   std::ifstream file(json_path);
-  nlohmann::json rows = nlohmann::json::parse(file);
+  const nlohmann::json document = nlohmann::json::parse(file);
+  EXPECT_TRUE(document.contains("provenance"));
+  const nlohmann::json& rows = document["rows"];
   ASSERT_EQ(rows.size(), 3u);
   for (const auto& row : rows) {
     for (const char* field : {"workload", "mechanism", "ms", "gflops", "peak_mb"}) {
@@ -107,7 +123,9 @@ TEST(Cli, BenchDifformerWritesJson) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("log-log slope"), std::string::npos) << r.output;
   std::ifstream file(json_path);
-  nlohmann::json rows = nlohmann::json::parse(file);
+  const nlohmann::json document = nlohmann::json::parse(file);
+  EXPECT_TRUE(document.contains("provenance"));
+  const nlohmann::json& rows = document["rows"];
   ASSERT_EQ(rows.size(), 2u);
   for (const auto& row : rows) {
     for (const char* field : {"kernel", "nodes", "ms", "peak_mb"}) {
@@ -275,14 +293,17 @@ class SudokuCli : public ::testing::Test {
 std::string SudokuCli::model_;
 
 TEST_F(SudokuCli, SolvePrintsAGridAndItsValidity) {
-  Result r = run("sudoku solve --model " + model_ + " 1.3..4.2.1.3....");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("samples valid"), std::string::npos) << r.output;
+  // A 2-step model solves nothing: the grid is printed, and the exit code and last line say so.
+  Result r = run("sudoku solve --model " + model_ + " --samples 2 1.3..4.2.1.3....");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "0 of 2 samples valid")) << r.output;
+  EXPECT_TRUE(contains(r.output, "structdiff: error: no valid solution in 2 sample(s) for the puzzle given"))
+      << r.output;
 }
 
 TEST_F(SudokuCli, StochasticDdimTakesEtaInZeroToOne) {
   Result r = run("sudoku solve --model " + model_ + " --eta 0.5 --steps 5 1.3..4.2.1.3....");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_NE(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("samples valid"), std::string::npos) << r.output;
   r = run("sudoku solve --model " + model_ + " --eta 1.5 1.3..4.2.1.3....");
   EXPECT_NE(r.exit_code, 0);
@@ -329,6 +350,158 @@ TEST_F(SudokuCli, BadPuzzlesGetOneLineReasons) {
   }
   Result r = run("sudoku solve --model " + temp_path("tiny_sudoku4.pt") + " --file /nonexistent");
   EXPECT_NE(r.exit_code, 0);
+}
+
+TEST(Cli, GlobalOptionsStandBeforeOrAfterTheSubcommand) {
+  for (const char* args : {"--threads 1 --seed 3 pattern --workload sudoku9",
+                           "pattern --workload sudoku9 --threads 1 --seed 3"}) {
+    Result r = run(args);
+    EXPECT_EQ(r.exit_code, 0) << args << ": " << r.output;
+  }
+}
+
+TEST(Cli, MistypedNamesGetDidYouMean) {
+  struct Case {
+    std::string args, message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"sudokku", "unknown command 'sudokku' for 'structdiff'; did you mean 'sudoku'?"},
+           {"sudoku trian", "unknown command 'trian' for 'structdiff sudoku'; did you mean 'train'?"},
+           {"sudoku train --sead 1", "unknown option '--sead' for 'structdiff sudoku train'; did you mean '--seed'?"},
+           {"sudoku train --trainsteps 5", "did you mean '--train-steps'?"}}) {
+    Result r = run(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args;
+    EXPECT_EQ(line_count(r.output), 1) << r.output;
+    EXPECT_TRUE(contains(r.output, c.message)) << r.output;
+  }
+}
+
+TEST(Cli, BadTrainingValuesAreUsageErrorsBeforeAnyWork) {
+  const std::string out = temp_path("never_written.pt");
+  struct Case {
+    std::string args, message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--clip -1", "--clip must be a finite number > 0, got -1"},
+           {"--clip 0", "--clip must be a finite number > 0, got 0"},
+           {"--train-steps -5", "--train-steps must be >= 1, got -5"},
+           {"--lr nan", "--lr must be a finite number > 0, got nan"},
+           {"--resume", "--resume needs --checkpoint FILE"},
+           {"--threads 100000", "--threads: Value 100000 not in range 1 to"},
+           {"--train-steps 2.7", "--train-steps"},
+           {"--out /nonexistent_directory/m.pt", "cannot write '/nonexistent_directory/m.pt': directory '/nonexistent_directory' does not exist"},
+           {"--out /tmp", "'/tmp' is a directory, not a file"},
+           {"--log /nonexistent_directory/log.jsonl", "directory '/nonexistent_directory' does not exist"}}) {
+    Result r = run("sudoku train --size 4 --out " + out + " " + c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << ": " << r.output;
+    EXPECT_EQ(line_count(r.output), 1) << r.output;
+    EXPECT_TRUE(contains(r.output, c.message)) << c.args << ": " << r.output;
+  }
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+TEST(Cli, NonFiniteLossStopsWithoutWritingTheModel) {
+  const std::string out = temp_path("diverged.pt");
+  Result r = run("--threads 1 sudoku train --size 4 --dim 16 --blocks 1 --heads 2 --train-steps 50 "
+                 "--lr 1e30 --out " + out);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "structdiff: training stopped: the loss at step")) << r.output;
+  EXPECT_TRUE(contains(r.output, "no model was written")) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+TEST(Cli, ModelFilesOfAnotherKindOrTruncatedAreNamed) {
+  const std::string models = std::string(STRUCTDIFF_SOURCE_DIR) + "/models/";
+  Result r = run("sudoku solve --model " + models + "ddpm-fashion-mnist.pt ................");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(line_count(r.output), 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "ddpm-fashion-mnist.pt holds a model of kind 'ddpm', not 'sudoku'")) << r.output;
+
+  const std::string truncated = temp_path("truncated.pt");
+  {
+    std::ifstream in(models + "sudoku9.pt", std::ios::binary);
+    std::string bytes(4096, '\0');
+    in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    std::ofstream(truncated, std::ios::binary) << bytes;
+  }
+  for (const std::string& args : {"sudoku solve --model " + truncated + " ................",
+                                  "model info " + truncated}) {
+    r = run(args);
+    EXPECT_EQ(r.exit_code, 1) << args;
+    EXPECT_EQ(line_count(r.output), 1) << r.output;
+    EXPECT_TRUE(contains(r.output, "is not a valid archive")) << r.output;
+  }
+}
+
+TEST(Cli, ModelInfoShowsKindProvenanceAndWeightsHash) {
+  const std::string model = temp_path("info.pt");
+  Result r = run("--seed 4 sudoku train --size 4 --dim 16 --blocks 1 --heads 2 --train-steps 2 --out " + model);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run("model info " + model + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json info = nlohmann::json::parse(r.output);
+  EXPECT_EQ(info["kind"], "sudoku");
+  EXPECT_EQ(info["config"]["model"]["dim"], 16);
+  EXPECT_EQ(info["provenance"]["seed"], 4);
+  EXPECT_TRUE(contains(info["provenance"]["command_line"], "sudoku train --size 4")) << info;
+  EXPECT_EQ(info["parameters"], 3028);
+  EXPECT_EQ(info["weights_sha256"].get<std::string>().size(), 64u);
+  r = run("model info " + model);
+  EXPECT_TRUE(contains(r.output, "weights_sha256  " + info["weights_sha256"].get<std::string>())) << r.output;
+}
+
+// The acceptance check: SIGINT, then --resume, ends with the weights of an
+// uninterrupted run.
+TEST(Cli, InterruptedAndResumedTrainingEqualsAnUninterruptedRun) {
+  const std::string train = std::string(STRUCTDIFF_BINARY) +
+                            " --threads 1 sudoku train --size 4 --dim 16 --blocks 1 --heads 2 "
+                            "--train-steps 3000 --checkpoint-every 50 --validate-every 0";
+  const std::string straight = temp_path("straight.pt"), resumed = temp_path("resumed.pt");
+  const std::string checkpoint = temp_path("interrupted.ckpt");
+  Result r = run_shell(train + " --checkpoint " + temp_path("straight.ckpt") + " --out " + straight + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  r = run_shell("(" + train + " --checkpoint " + checkpoint + " --out " + resumed + " & pid=$!; " +
+                "while [ ! -f " + checkpoint + " ]; do sleep 0.02; done; kill -INT $pid; wait $pid; " +
+                "echo exit=$?) 2>&1");
+  ASSERT_TRUE(contains(r.output, "exit=130")) << "the run ended before the signal: " << r.output;
+  EXPECT_TRUE(contains(r.output, "structdiff: interrupted by SIGINT after step")) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(resumed));
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(checkpoint).parent_path())) {
+    EXPECT_FALSE(contains(entry.path().filename().string(), ".tmp.")) << entry.path();
+  }
+
+  r = run_shell(train + " --checkpoint " + checkpoint + " --resume --out " + resumed + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto hash = [](const std::string& model) {
+    return nlohmann::json::parse(run("model info " + model + " --json").output)["weights_sha256"];
+  };
+  EXPECT_EQ(hash(straight), hash(resumed));
+}
+
+TEST(Cli, SizesBeyondTheMachineAreRefusedBeforeAllocating) {
+  struct Case {
+    std::string args, message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"pattern --builder full --tokens 1000000", "a full pattern of 1000000000000 entries needs 8000.0 GB of memory"},
+           {"sudoku train --size 4 --batch 1000000000 --out " + temp_path("huge.pt"),
+            "a training batch of 1000000000 needs"}}) {
+    Result r = run(c.args);
+    EXPECT_EQ(r.exit_code, 1) << c.args << ": " << r.output;
+    // `sudoku train` first says what it trains; the error is the one line after.
+    const std::string last_line = r.output.substr(r.output.rfind('\n', r.output.size() - 2) + 1);
+    EXPECT_EQ(last_line.rfind("structdiff: error: ", 0), 0u) << r.output;
+    EXPECT_TRUE(contains(last_line, c.message)) << r.output;
+    EXPECT_TRUE(contains(last_line, "GB available")) << r.output;
+  }
+}
+
+TEST(Cli, DifformerWithoutValidationNodesIsRefused) {
+  Result r = run("difformer train --dataset csbm --nodes 200 --validation 0 --epochs 1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(line_count(r.output), 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "--validation: must be > 0, got 0")) << r.output;
 }
 
 }  // namespace

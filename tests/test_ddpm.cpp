@@ -57,10 +57,20 @@ TEST(UNet, OutputMatchesInputShapeForEveryAttentionAndResolution) {
       config.attention = unet::parse_attention_kind(kind);
       config.bottleneck_attention = config.attention;
       unet::UNet net(config);
+      // The output layer starts at zero; random weights make the output depend on x and t.
+      {
+        torch::NoGradGuard no_grad;
+        for (auto& parameter : net->parameters()) parameter.normal_(0.0, 0.05);
+      }
       const torch::Tensor x = torch::randn({3, 1, c.size, c.size});
       const torch::Tensor out = net(x, torch::tensor({0, 500, 999}));
       EXPECT_EQ(out.sizes(), x.sizes()) << kind << " at " << c.size;
       EXPECT_TRUE(torch::isfinite(out).all().item<bool>()) << kind << " at " << c.size;
+      EXPECT_GT(out.abs().max().item<double>(), 0.0) << kind << " at " << c.size;
+      const torch::Tensor other_time = net(x, torch::tensor({999, 500, 0}));
+      EXPECT_FALSE(torch::allclose(out[0], other_time[0])) << kind << ": the step is ignored";
+      const torch::Tensor other_image = net(x.flip(0), torch::tensor({0, 500, 999}));
+      EXPECT_FALSE(torch::allclose(out[0], other_image[0])) << kind << ": the image is ignored";
     }
   }
 }
@@ -208,8 +218,18 @@ TEST(Sampling, DeterministicImagesInUnitRangeAndErrors) {
   const torch::Tensor b = sample(model, options);
   EXPECT_EQ(a.sizes(), (std::vector<int64_t>{5, 1, 8, 8}));
   EXPECT_TRUE(torch::equal(a, b));
-  EXPECT_GE(a.min().item<double>(), 0.0);
-  EXPECT_LE(a.max().item<double>(), 1.0);
+  // The first batch is DDIM from noise of the seeded generator, mapped from [-1, 1] to [0, 1].
+  {
+    torch::NoGradGuard no_grad;
+    diffusion::SamplerOptions sampler;
+    sampler.prediction = diffusion::Prediction::epsilon;
+    sampler.clip_x0 = 1.0;
+    sampler.generator = at::make_generator<at::CPUGeneratorImpl>(9);
+    const torch::Tensor x_T = torch::randn({2, 1, 8, 8}, sampler.generator);
+    const diffusion::ModelFn net = [&](const torch::Tensor& x, const torch::Tensor& t) { return model.net(x, t); };
+    const torch::Tensor x0 = diffusion::sample_ddim(net, model.schedule, x_T, 3, sampler);
+    EXPECT_TRUE(torch::allclose(a.narrow(0, 0, 2), ((x0 + 1) / 2).clamp(0, 1), 1e-6, 1e-6));
+  }
   EXPECT_EQ(reported, (std::vector<int64_t>{2, 4, 5, 2, 4, 5}));
   options.ddim_steps = 1001;
   EXPECT_THROW_WITH(sample(model, options), std::invalid_argument,

@@ -158,11 +158,11 @@ TEST(Gsdm, ObservedValuesAreClampedAtEveryStep) {
   int64_t clamped_steps = 0;
   options.clamp = [&](const torch::Tensor& x) {
     ++clamped_steps;
-    torch::Tensor y = torch::where(entries, values, x);
-    EXPECT_TRUE(torch::equal(y.masked_select(entries), values.masked_select(entries)));
-    return y;
+    return torch::where(entries, values, x);
   };
-  diffusion::sample_ddim(fn, trained.schedule, torch::randn({1, 64}), 10, options);
+  // The sampler must hand back the clamped state: its result keeps every observed entry.
+  const torch::Tensor result = diffusion::sample_ddim(fn, trained.schedule, torch::randn({1, 64}), 10, options);
+  EXPECT_TRUE(torch::equal(result.masked_select(entries), values.masked_select(entries)));
   EXPECT_GE(clamped_steps, 10);
   // An untrained model still returns grids that keep every given.
   const sudoku::Grid sample = sudoku::solve(trained.model, trained.schedule, {puzzle}, {}).front();

@@ -171,7 +171,7 @@ TEST(Classifier, CheckpointRoundTrip) {
   parts.metadata = {{"model", "linear"}};
   train::save_checkpoint(path, parts);
   EXPECT_THROW_WITH(load_classifier(path), std::runtime_error,
-                    "checkpoint " + path + " is not an image classifier");
+                    path + " holds a model of kind 'unknown', not 'classifier'");
   fs::remove(path);
   EXPECT_THROW_WITH(load_classifier(path), std::runtime_error, path + " does not exist");
 }

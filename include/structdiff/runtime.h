@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace structdiff {
 
@@ -12,6 +13,14 @@ struct DebugInfoScope;
 int default_threads();
 // Sets libtorch's intra-op thread count (libtorch otherwise uses 1 thread here).
 void set_threads(int threads);
+
+// Memory the system can still give this process (MemAvailable of /proc/meminfo), or -1 when
+// unknown.
+int64_t available_memory_bytes();
+// Throws std::invalid_argument "WHAT needs 74.5 GB of memory, 23.1 GB available" when `bytes`
+// exceed the available memory: sizes are checked before allocating, so a huge request fails at
+// once instead of swapping, hanging or being killed.
+void require_memory(double bytes, const std::string& what);
 
 // Tracks CPU tensor allocations made on this thread while alive, through libtorch's
 // memory-reporting hook; reports the peak of bytes allocated beyond the level at construction.

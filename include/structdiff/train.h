@@ -1,5 +1,5 @@
-// Training utilities shared by every model: EMA weights, atomic and exactly resumable
-// checkpoints, a progress bar and a JSONL metrics log.
+// Training utilities shared by every model: the one training loop, EMA weights, model files
+// (atomic, exactly resumable, with provenance), a progress bar and a JSONL metrics log.
 #pragma once
 
 #include <chrono>
@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -37,8 +38,9 @@ class Ema {
   std::vector<torch::Tensor> shadow_;  // parameters then buffers, in names_ order
 };
 
-// What a checkpoint holds. `metadata` carries the model/run configuration so a checkpoint can
-// be loaded without its command line.
+// What a model file holds. `metadata` carries the model's kind ("kind") and configuration, so a
+// file can be loaded without its command line. Every file also records the provenance of the run
+// that wrote it (see provenance()) and the model's parameter count.
 struct CheckpointParts {
   torch::nn::Module* model = nullptr;
   torch::optim::Optimizer* optimizer = nullptr;  // optional
@@ -50,11 +52,28 @@ struct CheckpointParts {
   bool restore_generator = true;
 };
 
-// Writes model, optimizer, EMA, the default CPU generator's state, step and metadata to
-// `path` atomically (temporary file in the same directory, then rename).
+// Writes model, optimizer, EMA, the default CPU generator's state, step, metadata and provenance
+// to `path` atomically (temporary file in the same directory, then rename).
 void save_checkpoint(const std::string& path, const CheckpointParts& parts);
 // Reads the metadata only (to build the model before loading the weights).
 nlohmann::json read_checkpoint_metadata(const std::string& path);
+// The model kind a file's metadata declares ("sudoku", "ddpm", "classifier", ...). Files written
+// before kinds were recorded are recognised by their configuration keys.
+std::string model_kind(const nlohmann::json& metadata);
+// Throws std::runtime_error unless `metadata` (read from `path`) is of `kind`, naming both.
+void require_model_kind(const nlohmann::json& metadata, const std::string& kind,
+                        const std::string& path);
+
+// Where a model file came from: git commit, command line, seed, threads, libtorch version and
+// UTC date. The command line and seed are those given to set_run_description (empty and 0 for a
+// program that never called it, e.g. a test).
+nlohmann::json provenance();
+void set_run_description(const std::string& command_line, uint64_t seed);
+
+// What `structdiff model info` prints: kind, config (the metadata), provenance, step, parameter
+// count and "weights_sha256", a SHA-256 over the model's tensors (names, dtypes, shapes, bytes),
+// computed from the file alone.
+nlohmann::json model_info(const std::string& path);
 // Restores what `parts` points at, the generator state (if parts.restore_generator) and
 // parts.step / parts.metadata.
 // Throws std::runtime_error naming the path and the missing or mismatched part.
@@ -95,6 +114,9 @@ class JsonlLog {
  private:
   std::ofstream out_;
 };
+// Drops the records of `path` whose "step" is past `step` (written by a run after its last
+// checkpoint), so a resumed run's log holds each step once. A missing file is left missing.
+void truncate_log_after_step(const std::string& path, int64_t step);
 
 // ---- the training loop shared by every diffusion model ------------------------------------------
 
@@ -109,6 +131,7 @@ double learning_rate_at(double base, LearningRateDecay decay, int64_t warmup_ste
 struct LoopOptions {
   int64_t steps = 1000;      // total steps (a resumed run continues up to this)
   double learning_rate = 2e-4;
+  double weight_decay = 0.0;  // AdamW's decoupled decay, on matrices (dim >= 2) only
   LearningRateDecay decay = LearningRateDecay::constant;
   int64_t warmup_steps = 0;
   double clip_norm = 1.0;
@@ -120,6 +143,21 @@ struct LoopOptions {
   std::string log_path;          // JSONL metrics; empty: none
   bool resume = false;           // continue from checkpoint_path if it exists
   bool show_progress = true;
+};
+// Throws std::invalid_argument naming the command-line option (--clip, --lr, ...), the accepted
+// range and the value, for options a run cannot use (e.g. --clip 0 would freeze training).
+void check_loop_options(const LoopOptions& options);
+
+// Training stopped before its last step: the loss or gradient became non-finite (exit code 1) or
+// a SIGINT/SIGTERM arrived (exit code 128 + signal). The checkpoint holds the last good step.
+class TrainingStopped : public std::runtime_error {
+ public:
+  TrainingStopped(const std::string& message, int exit_code)
+      : std::runtime_error(message), exit_code_(exit_code) {}
+  int exit_code() const { return exit_code_; }
+
+ private:
+  int exit_code_;
 };
 
 struct LoopTask {
@@ -139,9 +177,12 @@ struct LoopResult {
   double final_loss = 0;   // mean loss over the last 100 steps
 };
 
-// Adam with gradient clipping, EMA, progress bar, JSONL log (loss, grad_norm, lr, seconds per
-// step; validation metrics), atomic checkpoints (model, optimizer, EMA, generators, step) that
-// resume exactly. ema_model holds the EMA weights, in eval mode, on return.
+// AdamW (decay on matrices only) with gradient clipping, EMA, progress bar, JSONL log (loss,
+// grad_norm, lr, seconds per step; validation metrics), atomic checkpoints (model, optimizer,
+// EMA, generators, step) that resume exactly. Resuming refuses a checkpoint whose metadata
+// differs from task.metadata, naming the field and both values. A non-finite loss or gradient,
+// or SIGINT/SIGTERM, stops with TrainingStopped (after checkpointing the last finished step on a
+// signal). ema_model holds the EMA weights, in eval mode, on return.
 LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64_t data_seed);
 
 }  // namespace structdiff::train

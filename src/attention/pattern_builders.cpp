@@ -6,6 +6,7 @@
 #include <string>
 
 #include "structdiff/pattern.h"
+#include "structdiff/runtime.h"
 
 namespace structdiff::patterns {
 namespace {
@@ -63,6 +64,12 @@ void require_non_negative(const char* builder, const char* name, int64_t value) 
   }
 }
 
+// A pattern stores one 8-byte key index per entry.
+void require_pattern_memory(const char* builder, double entries) {
+  require_memory(entries * sizeof(int64_t), std::string("a ") + builder + " pattern of " +
+                                                std::to_string(static_cast<int64_t>(entries)) + " entries");
+}
+
 std::string range_text(int64_t n) { return "[0, " + std::to_string(n) + ")"; }
 
 // min(2^exponent, cap) without overflowing for large exponents; cap must be positive.
@@ -108,6 +115,7 @@ void add_linear_samples(PatternAssembler& assembler, int64_t first, int64_t last
 AttentionPattern full(int64_t num_queries, int64_t num_keys) {
   require_non_negative("full", "num_queries", num_queries);
   require_non_negative("full", "num_keys", num_keys);
+  require_pattern_memory("full", static_cast<double>(num_queries) * static_cast<double>(num_keys));
   PatternAssembler assembler(num_queries, num_keys);
   for (int64_t query = 0; query < num_queries; ++query) {
     assembler.add_range(0, num_keys - 1);
@@ -118,6 +126,7 @@ AttentionPattern full(int64_t num_queries, int64_t num_keys) {
 
 AttentionPattern causal(int64_t n) {
   require_non_negative("causal", "n", n);
+  require_pattern_memory("causal", static_cast<double>(n) * static_cast<double>(n + 1) / 2);
   PatternAssembler assembler(n, n);
   for (int64_t query = 0; query < n; ++query) {
     assembler.add_range(0, query);

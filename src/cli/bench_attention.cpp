@@ -153,12 +153,13 @@ void register_bench_attention(CLI::App& bench, const GlobalOptions& global, Acti
       ->check(CLI::IsMember({"float32", "float64"}))
       ->capture_default_str();
   cmd->add_option("--min-time", options->min_seconds, "Time budget per measurement: more runs while they fit")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative())
       ->capture_default_str();
   cmd->add_option("--min-reps", options->min_reps, "Minimum timed runs per measurement")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
-  cmd->add_option("--json", options->json_path, "Write one JSON row per workload and mechanism");
+  cmd->add_option("--json", options->json_path, "Write one JSON row per workload and mechanism")
+      ->check(writable_file());
   cmd->callback([options, &global, &action] { action = [options, &global] { run(*options, global); }; });
 }
 

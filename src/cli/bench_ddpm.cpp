@@ -134,7 +134,7 @@ void register_bench_ddpm(CLI::App& bench, const GlobalOptions& global, Action& a
   auto o = std::make_shared<BenchDdpmOptions>();
   CLI::App* cmd = bench.add_subcommand(
       "ddpm", "DDPM U-Net training steps/s and peak memory against batch size, per attention type");
-  cmd->add_option("--batch", o->batches, "Batch sizes")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--batch", o->batches, "Batch sizes")->check(positive())->capture_default_str();
   cmd->add_option("--attention", o->attentions,
                   "Mechanisms (default: exact, FAVOR+ softmax and ReLU with m = 1 and d ln d, linear)")
       ->check(CLI::IsMember(unet::attention_kind_names()));
@@ -144,16 +144,17 @@ void register_bench_ddpm(CLI::App& bench, const GlobalOptions& global, Action& a
                   "Side lengths with attention besides the bottleneck (default: every level)")
       ->capture_default_str();
   cmd->add_option("--min-reps", o->min_reps, "Minimum timed steps per point")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   cmd->add_option("--max-seconds", o->max_seconds, "More steps after --min-reps while they fit in this")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative())
       ->capture_default_str();
   cmd->add_option("--memory-limit-gb", o->memory_limit_gb,
                   "Skip a batch whose projected peak (from the previous batch) exceeds this")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
-  cmd->add_option("--json", o->json_path, "Write one JSON row per attention type and batch");
+  cmd->add_option("--json", o->json_path, "Write one JSON row per attention type and batch")
+      ->check(writable_file());
   cmd->callback([o, &global, &action] { action = [o, &global] { run(*o, global); }; });
 }
 

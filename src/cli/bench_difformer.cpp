@@ -131,16 +131,17 @@ void register_bench_difformer(CLI::App& bench, const GlobalOptions& global, Acti
       ->capture_default_str();
   cmd->add_option("--nodes", o->nodes,
                   "Numbers of nodes (default: simple 1e3..1e6, sigmoid 1e3..3e4)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--dim", o->dim, "Feature dimension")->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(positive());
+  cmd->add_option("--dim", o->dim, "Feature dimension")->check(positive())->capture_default_str();
   cmd->add_option("--min-reps", o->min_reps, "Minimum timed runs per size")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   cmd->add_option("--max-seconds", o->max_seconds,
                   "Time per size: more runs after --min-reps while they fit in this")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative())
       ->capture_default_str();
-  cmd->add_option("--json", o->json_path, "Write one JSON row per kernel and size");
+  cmd->add_option("--json", o->json_path, "Write one JSON row per kernel and size")
+      ->check(writable_file());
   cmd->callback([o, &global, &action] { action = [o, &global] { run(*o, global); }; });
 }
 

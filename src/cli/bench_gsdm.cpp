@@ -104,18 +104,19 @@ void register_bench_gsdm(CLI::App& bench, const GlobalOptions& global, Action& a
   CLI::App* cmd = bench.add_subcommand("gsdm", "GSDM training step and sampling time (Sudoku)");
   cmd->add_option("--problem", o->problem, "Problem")->check(CLI::IsMember({"sudoku"}))->capture_default_str();
   cmd->add_option("--size", o->size, "Sudoku side")->check(CLI::IsMember({4, 9, 16, 25}))->capture_default_str();
-  cmd->add_option("--batch", o->batch, "Training batch")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--batch", o->batch, "Training batch")->check(positive())->capture_default_str();
   cmd->add_option("--attention", o->attention, "Mechanisms to compare")
       ->check(CLI::IsMember({"sparse", "gather", "dense"}))
       ->capture_default_str();
-  cmd->add_option("--train-steps", o->train_steps, "Timed training steps")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--train-steps", o->train_steps, "Timed training steps")->check(positive())->capture_default_str();
   cmd->add_option("--sample-puzzles", o->sample_puzzles, "Puzzles sampled together")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
-  cmd->add_option("--ddim-steps", o->ddim_steps, "DDIM steps")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--ddim-steps", o->ddim_steps, "DDIM steps")->check(positive())->capture_default_str();
   cmd->add_flag("--ancestral,!--no-ancestral", o->ancestral, "Also time the 1000-step ancestral sampler")
       ->capture_default_str();
-  cmd->add_option("--json", o->json_path, "Write one JSON row per attention mechanism");
+  cmd->add_option("--json", o->json_path, "Write one JSON row per attention mechanism")
+      ->check(writable_file());
   cmd->callback([o, &global, &action] { action = [o, &global] { run(*o, global); }; });
 }
 

@@ -126,15 +126,16 @@ void register_classifier(CLI::App& app, const GlobalOptions& global, Action& act
   train->add_option("--data-dir", t->directory,
                     "IDX directory (default: the Debian package's for fashion-mnist, data/mnist "
                     "for mnist)");
-  train->add_option("--out", t->out_path, "Checkpoint to write")->required();
+  train->add_option("--out", t->out_path, "Checkpoint to write")
+      ->check(writable_file())->required();
   train->add_option("--epochs", t->training.epochs, "Epochs")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   train->add_option("--batch", t->training.batch_size, "Mini-batch size")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   train->add_option("--lr", t->training.learning_rate, "Adam learning rate")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   train->add_flag("!--no-progress", t->training.progress, "No progress bar");
   train->callback([t, &global, &action] { action = [t, &global] { run_train(*t, global); }; });
@@ -150,7 +151,8 @@ void register_classifier(CLI::App& app, const GlobalOptions& global, Action& act
                    "fashion-mnist or mnist (default: the one it was trained on)")
       ->check(CLI::IsMember(datasets));
   evaluate->add_option("--data-dir", e->directory, "IDX directory (default: the dataset's)");
-  evaluate->add_option("--json", e->json_path, "Write the results as JSON");
+  evaluate->add_option("--json", e->json_path, "Write the results as JSON")
+      ->check(writable_file());
   evaluate->callback([e, &action] { action = [e] { run_eval(*e); }; });
 }
 

@@ -1,11 +1,16 @@
 #include "cli/command.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
-#include <vector>
 #include <stdexcept>
+#include <vector>
 
 namespace structdiff::cli {
 
@@ -20,9 +25,11 @@ void add_training_loop_options(CLI::App& command, train::LoopOptions& options) {
   command.add_option("--train-steps", options.steps, "Total optimiser steps")->capture_default_str();
   command.add_option_function<double>(
              "--max-minutes", [&options](double minutes) { options.max_seconds = minutes * 60.0; },
-             "Stop (and checkpoint) after this many minutes of this run (default: no limit)")
-      ->check(CLI::NonNegativeNumber);
-  command.add_option("--lr", options.learning_rate, "Adam learning rate")->capture_default_str();
+             "Stop (and checkpoint) after this many minutes of this run (default: no limit)");
+  command.add_option("--lr", options.learning_rate, "AdamW learning rate")->capture_default_str();
+  command.add_option("--weight-decay", options.weight_decay,
+                     "AdamW decoupled weight decay, on matrices only")
+      ->capture_default_str();
   command.add_option_function<std::string>(
              "--lr-decay",
              [&options](const std::string& name) { options.decay = train::parse_learning_rate_decay(name); },
@@ -30,24 +37,86 @@ void add_training_loop_options(CLI::App& command, train::LoopOptions& options) {
       ->check(CLI::IsMember({"constant", "cosine"}))
       ->default_str("constant");
   command.add_option("--warmup", options.warmup_steps, "Linear learning-rate warm-up steps")
-      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  command.add_option("--clip", options.clip_norm, "Gradient norm clip")->capture_default_str();
-  command.add_option("--ema", options.ema_decay, "EMA decay")->capture_default_str();
+  command.add_option("--clip", options.clip_norm, "Gradient norm clip (> 0)")->capture_default_str();
+  command.add_option("--ema", options.ema_decay, "EMA decay, in [0, 1)")->capture_default_str();
   command.add_option("--validate-every", options.validate_every, "Steps between validations (0: never)")
       ->capture_default_str();
-  command.add_option("--checkpoint", options.checkpoint_path, "Full training state, for --resume");
+  command.add_option("--checkpoint", options.checkpoint_path, "Full training state, for --resume")
+      ->check(writable_file());
   command.add_option("--checkpoint-every", options.checkpoint_every, "Steps between checkpoints")
       ->capture_default_str();
   command.add_flag("--resume", options.resume, "Continue from --checkpoint if it exists");
-  command.add_option("--log", options.log_path, "JSONL metrics log");
+  command.add_option("--log", options.log_path,
+                     "JSONL metrics log (a resumed run drops the records after its checkpoint)")
+      ->check(writable_file());
+  // One check, the library's, for every value; at parse time, so a bad value is a usage error.
+  command.parse_complete_callback([&options] {
+    try {
+      train::check_loop_options(options);
+    } catch (const std::invalid_argument& error) {
+      throw CLI::ValidationError(error.what());
+    }
+  });
 }
 
 void write_json_file(const std::string& path, const nlohmann::json& value) {
-  std::ofstream out(path);
-  out << value.dump(2) << "\n";
-  if (!out) throw std::runtime_error("cannot write " + path);
+  nlohmann::json document = value.is_object() ? value : nlohmann::json{{"rows", value}};
+  document["provenance"] = train::provenance();
+  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(temporary);
+    out << document.dump(2) << "\n";
+    if (!out) {
+      std::filesystem::remove(temporary);
+      throw std::runtime_error("cannot write " + path);
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const std::string reason = std::strerror(errno);
+    std::filesystem::remove(temporary);
+    throw std::runtime_error("cannot write " + path + ": " + reason);
+  }
 }
+
+CLI::Validator writable_file() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        namespace fs = std::filesystem;
+        std::error_code error;
+        if (path.empty()) return "an empty path";
+        if (fs::is_directory(path, error)) return "'" + path + "' is a directory, not a file";
+        const fs::path parent = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+        if (!fs::is_directory(parent, error)) {
+          return "cannot write '" + path + "': directory '" + parent.string() + "' does not exist";
+        }
+        // The file is replaced by renaming a temporary written beside it, so the directory must
+        // be writable, and so must an existing file (it would be overwritten).
+        if (::access(parent.c_str(), W_OK) != 0 || (fs::exists(path, error) && ::access(path.c_str(), W_OK) != 0)) {
+          return "cannot write '" + path + "': permission denied";
+        }
+        return "";
+      },
+      "FILE (written)");
+}
+
+namespace {
+
+CLI::Validator bound(bool strict, const std::string& description) {
+  return CLI::Validator(
+      [strict](std::string& text) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(text, value)) return "'" + text + "' is not a number";
+        const bool ok = strict ? value > 0 : value >= 0;  // NaN fails both
+        return ok ? "" : std::string("must be ") + (strict ? "> 0" : ">= 0") + ", got " + text;
+      },
+      description);
+}
+
+}  // namespace
+
+CLI::Validator positive() { return bound(true, "POSITIVE"); }
+CLI::Validator non_negative() { return bound(false, "NONNEGATIVE"); }
 
 double median_ms(const std::function<void()>& run, int min_runs, double budget_seconds) {
   using Clock = std::chrono::steady_clock;

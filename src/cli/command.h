@@ -16,8 +16,18 @@ struct GlobalOptions {
   uint64_t seed = 0;
 };
 
-// Writes `value` as indented JSON; throws std::runtime_error naming the path on failure.
+// Writes `value` as indented JSON with the run's provenance (train::provenance()) beside it: an
+// object gains a "provenance" key, anything else becomes {"rows": value, "provenance": ...}.
+// Atomic (temporary file, then rename); throws std::runtime_error naming the path on failure.
 void write_json_file(const std::string& path, const nlohmann::json& value);
+
+// For every option naming a file the command writes (--out, --json, --log, --checkpoint, --png):
+// rejects, at parse time and so before any work, a path that is a directory, lies in a missing
+// directory, or cannot be written.
+CLI::Validator writable_file();
+// "must be > 0, got -3" / "must be >= 0, got -3" (CLI11's own wording prints the type's limits).
+CLI::Validator positive();
+CLI::Validator non_negative();
 
 // Median wall-clock milliseconds of `run` over at least `min_runs` runs; after those, further
 // runs while one more still fits within `budget_seconds` of the first run's start.
@@ -46,5 +56,6 @@ void register_sudoku(CLI::App& app, const GlobalOptions& global, Action& action)
 void register_difformer(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_classifier(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_ddpm(CLI::App& app, const GlobalOptions& global, Action& action);
+void register_model(CLI::App& app, const GlobalOptions& global, Action& action);
 
 }  // namespace structdiff::cli

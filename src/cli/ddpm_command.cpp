@@ -193,52 +193,54 @@ void register_ddpm(CLI::App& app, const GlobalOptions& global, Action& action) {
       ->check(CLI::IsMember(unet::attention_kind_names()))
       ->capture_default_str();
   train->add_option("--features", t->unet.favor_features, "FAVOR+ random features m (0: d ln d)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative())
       ->capture_default_str();
   train->add_option("--redraw", t->unet.redraw_interval, "FAVOR+: training calls between feature redraws (0: never)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative())
       ->capture_default_str();
   train->add_option("--base-channels", t->unet.base_channels, "U-Net channels at full resolution")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   train->add_option("--channel-mult", t->unet.channel_multipliers, "Channel multiplier per level")
       ->capture_default_str();
   train->add_option("--res-blocks", t->unet.res_blocks, "ResNet blocks per level")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   train->add_option("--attention-resolutions", t->unet.attention_resolutions,
                     "Side lengths with attention (besides the bottleneck)")
       ->capture_default_str();
-  train->add_option("--heads", t->unet.heads, "Attention heads")->check(CLI::PositiveNumber)->capture_default_str();
-  train->add_option("--head-dim", t->unet.head_dim, "Channels per head")->check(CLI::PositiveNumber)->capture_default_str();
-  train->add_option("--groups", t->unet.groups, "GroupNorm groups")->check(CLI::PositiveNumber)->capture_default_str();
+  train->add_option("--heads", t->unet.heads, "Attention heads")->check(positive())->capture_default_str();
+  train->add_option("--head-dim", t->unet.head_dim, "Channels per head")->check(positive())->capture_default_str();
+  train->add_option("--groups", t->unet.groups, "GroupNorm groups")->check(positive())->capture_default_str();
   train->add_option("--dropout", t->unet.dropout, "Dropout in ResNet blocks")->capture_default_str();
-  train->add_option("--batch", t->training.batch, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
+  train->add_option("--batch", t->training.batch, "Batch size")->check(positive())->capture_default_str();
   add_training_loop_options(*train, t->training);
   train->add_option("--validation-images", t->validation_images,
                     "Test images in the held-out batch whose loss each validation logs")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
-  train->add_option("--out", t->out, "Trained model (EMA weights) to write")->capture_default_str();
+  train->add_option("--out", t->out, "Trained model (EMA weights) to write")
+      ->check(writable_file())->capture_default_str();
   train->callback([t, &global, &action] { action = [t, &global] { run_train(*t, global); }; });
 
   auto add_sampling = [](CLI::App* command, ddpm::SampleOptions& sampling) {
-    command->add_option("--count", sampling.count, "Images to generate")->check(CLI::PositiveNumber)->capture_default_str();
+    command->add_option("--count", sampling.count, "Images to generate")->check(positive())->capture_default_str();
     command->add_option("--steps", sampling.ddim_steps, "DDIM steps (0: the full ancestral chain)")
-        ->check(CLI::NonNegativeNumber)
+        ->check(non_negative())
         ->capture_default_str();
     command->add_option("--eta", sampling.ddim_eta, "DDIM noise: 0 deterministic, 1 the posterior variance")
         ->check(CLI::Range(0.0, 1.0))
         ->capture_default_str();
-    command->add_option("--batch", sampling.batch, "Images denoised at once")->check(CLI::PositiveNumber)->capture_default_str();
+    command->add_option("--batch", sampling.batch, "Images denoised at once")->check(positive())->capture_default_str();
   };
 
   auto s = std::make_shared<SampleCommand>();
   CLI::App* sample = ddpm->add_subcommand("sample", "Generate images into a PNG grid");
   sample->add_option("--model", s->model_path, "Trained model file")->required()->check(CLI::ExistingFile);
   add_sampling(sample, s->sampling);
-  sample->add_option("--out", s->out, "PNG grid to write")->capture_default_str();
-  sample->add_option("--columns", s->columns, "Grid columns (0: about square)")->check(CLI::NonNegativeNumber);
+  sample->add_option("--out", s->out, "PNG grid to write")
+      ->check(writable_file())->capture_default_str();
+  sample->add_option("--columns", s->columns, "Grid columns (0: about square)")->check(non_negative());
   sample->callback([s, &global, &action] { action = [s, &global] { run_sample(*s, global); }; });
 
   auto e = std::make_shared<EvalCommand>();
@@ -254,8 +256,10 @@ void register_ddpm(CLI::App& app, const GlobalOptions& global, Action& action) {
       ->check(CLI::IsMember(kDatasets));
   evaluate->add_option("--data-dir", e->data_dir, "Directory of the IDX files (default: the dataset's)");
   add_sampling(evaluate, e->sampling);
-  evaluate->add_option("--grid", e->grid_path, "Also write the first 100 samples as a PNG grid");
-  evaluate->add_option("--json", e->json_path, "Write the metrics as JSON");
+  evaluate->add_option("--grid", e->grid_path, "Also write the first 100 samples as a PNG grid")
+      ->check(writable_file());
+  evaluate->add_option("--json", e->json_path, "Write the metrics as JSON")
+      ->check(writable_file());
   evaluate->callback([e, &global, &action] { action = [e, &global] { run_eval(*e, global); }; });
 }
 

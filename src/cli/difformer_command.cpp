@@ -235,10 +235,11 @@ void register_difformer(CLI::App& app, const GlobalOptions& global, Action& acti
       ->capture_default_str();
   train->add_option("--labels-per-class", t->labels_per_class, "Labelled nodes per class")
       ->capture_default_str();
-  train->add_option("--validation", t->validation, "Validation nodes (test: the rest)")
+  train->add_option("--validation", t->validation, "Validation nodes, >= 1 (test: the rest)")
+      ->check(positive())
       ->capture_default_str();
   train->add_option("--runs", t->runs, "Runs (seeds seed, seed+1, ...)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   t->seed_option = train->add_option("--seed", t->seed,
                                      "Seed of the data and the first run (default: global --seed)");
@@ -259,8 +260,9 @@ void register_difformer(CLI::App& app, const GlobalOptions& global, Action& acti
   train->add_option("--signal", t->csbm.feature_signal, "CSBM class-mean scale (noise is 1)")
       ->capture_default_str();
   train->add_flag("!--no-progress", t->training.show_progress, "No progress bar");
-  train->add_option("--json", t->json_path, "Write the results as JSON");
-  train->add_option("--log", t->log_path, "JSONL log, one record per epoch");
+  train->add_option("--json", t->json_path, "Write the results as JSON")
+      ->check(writable_file());
+  train->add_option("--log", t->log_path, "JSONL log, one record per epoch")->check(writable_file());
   train->callback([t, &global, &action] { action = [t, &global] { run_train(*t, global); }; });
 }
 

@@ -75,7 +75,8 @@ void register_gsdm(CLI::App& app, const GlobalOptions& /*global*/, Action& actio
 
   CLI::App* mask = gsdm->add_subcommand("mask", "Compile a graphical model to its attention mask");
   add_source_options(mask, *o);
-  mask->add_option("--png", o->png, "Write the mask as a PNG");
+  mask->add_option("--png", o->png, "Write the mask as a PNG")
+      ->check(writable_file());
   mask->callback([o, mask, &action] {
     if (o->spec.empty() && o->sudoku_size == 0) throw CLI::ValidationError("mask", "give --spec or --sudoku");
     action = [o] { show_mask(*o); };

@@ -1,17 +1,82 @@
 #include <iostream>
 #include <stdexcept>
+#include <string>
+#include <vector>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
 
+#include <c10/util/Exception.h>
 #include <c10/util/Logging.h>
 #include <torch/torch.h>
 
 #include "cli/command.h"
 #include "structdiff/runtime.h"
+#include "structdiff/train.h"
+#include "util/names.h"
+
+namespace {
+
+using namespace structdiff;
+
+// The subcommands the user selected, outermost first.
+std::vector<CLI::App*> selected_chain(CLI::App& app) {
+  std::vector<CLI::App*> chain{&app};
+  for (;;) {
+    const std::vector<CLI::App*> selected = chain.back()->get_subcommands();
+    if (selected.empty()) return chain;
+    chain.push_back(selected.front());
+  }
+}
+
+// "unknown option '--sead' for 'structdiff sudoku train'; did you mean '--seed'?" when the first
+// word left over after parsing is close to a name that was valid there; "" otherwise.
+std::string did_you_mean(CLI::App& app) {
+  const std::vector<std::string> extras = app.remaining(/*recurse=*/true);
+  if (extras.empty()) return "";
+  std::string word = extras.front();
+  const std::vector<CLI::App*> chain = selected_chain(app);
+  std::string where;
+  for (const CLI::App* level : chain) where += (where.empty() ? "" : " ") + level->get_name();
+  if (where.empty()) where = "structdiff";
+  std::vector<std::string> names;
+  if (word.rfind("-", 0) == 0) {
+    word = word.substr(0, word.find('='));
+    // Global options fall through, so every level's options are valid here.
+    for (const CLI::App* level : chain) {
+      for (const CLI::Option* option : level->get_options()) {
+        for (const std::string& name : option->get_lnames()) names.push_back("--" + name);
+      }
+    }
+    const std::string closest = closest_name(word, names);
+    if (closest.empty()) return "";
+    return "unknown option '" + word + "' for '" + where + "'; did you mean '" + closest + "'?";
+  }
+  for (const CLI::App* command : chain.back()->get_subcommands([](CLI::App*) { return true; })) {
+    names.push_back(command->get_name());
+  }
+  const std::string closest = closest_name(word, names);
+  if (closest.empty()) return "";
+  return "unknown command '" + word + "' for '" + where + "'; did you mean '" + closest + "'?";
+}
+
+// c10::Error::what() carries a C++ backtrace; a user needs the message only.
+std::string message_of(const std::exception& error) {
+  if (const auto* torch_error = dynamic_cast<const c10::Error*>(&error)) {
+    return torch_error->what_without_backtrace();
+  }
+  return error.what();
+}
+
+std::string command_line(int argc, char** argv) {
+  std::string line;
+  for (int i = 0; i < argc; ++i) line += (i ? " " : "") + std::string(argv[i]);
+  return line;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  using namespace structdiff;
 #ifdef __GLIBC__
   // A training step frees and reallocates the same few-MB activations every step. glibc's
   // defaults hand that memory back to the kernel and fault it in again (about 15 % of a Sudoku
@@ -29,16 +94,26 @@ int main(int argc, char** argv) {
 #endif
   CLI::App app{
       "structdiff: the structure of a problem as the architecture of its neural network.\n"
-      "Structured attention (dense, sparse, gather, FAVOR+, linear, diffusivity) on libtorch."};
+      "Structured attention (dense, sparse, gather, FAVOR+, linear, diffusivity) on libtorch.\n"
+      "Global options may stand before or after the subcommand."};
+  app.name("structdiff");
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  // Subcommands inherit this: options they do not know (the global ones) pass up to here.
+  app.fallthrough();
 
   cli::GlobalOptions global;
   global.threads = default_threads();
+  // More threads than cores only slows a run down; far more makes OpenMP hang creating them.
+  const int max_threads = 4 * default_threads();
   app.add_option("--threads", global.threads, "Intra-op threads (default: all cores)")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, max_threads).description("in 1.." + std::to_string(max_threads) +
+                                                      " (4 x this machine's cores)"))
       ->capture_default_str();
   app.add_option("--seed", global.seed, "Random seed")->capture_default_str();
+  bool dry_run = false;
+  app.add_flag("--dry-run", dry_run,
+               "Check the command line (options, values, output paths) and exit without running");
 
   cli::Action action;
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks (speed and memory)");
@@ -53,6 +128,7 @@ int main(int argc, char** argv) {
   cli::register_difformer(app, global, action);
   cli::register_classifier(app, global, action);
   cli::register_ddpm(app, global, action);
+  cli::register_model(app, global, action);
 
   try {
     app.parse(argc, argv);
@@ -61,15 +137,30 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "structdiff: error: " << e.what() << " (run with --help for usage)\n";
+    // Left-over words explain only these two errors; after others they may be unrelated.
+    const bool leftover_error = dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr ||
+                                dynamic_cast<const CLI::RequiredError*>(&e) != nullptr;
+    const std::string suggestion = leftover_error ? did_you_mean(app) : "";
+    std::cerr << "structdiff: error: " << (suggestion.empty() ? std::string(e.what()) : suggestion)
+              << " (run with --help for usage)\n";
     return 2;
   }
+  if (dry_run) return 0;
   try {
     set_threads(global.threads);
     torch::manual_seed(global.seed);
+    train::set_run_description(command_line(argc, argv), global.seed);
     action();
+  } catch (const train::TrainingStopped& e) {
+    std::cerr << "structdiff: " << e.what() << "\n";
+    return e.exit_code();
   } catch (const std::exception& e) {
-    std::cerr << "structdiff: error: " << e.what() << "\n";
+    std::string message = message_of(e);
+    // One line: multi-line library messages (e.g. libtorch's) are joined.
+    for (char& c : message) {
+      if (c == '\n') c = ' ';
+    }
+    std::cerr << "structdiff: error: " << message << "\n";
     return 1;
   }
   return 0;

@@ -81,7 +81,8 @@ void register_pattern(CLI::App& app, const GlobalOptions& global, Action& action
   cmd->add_option("--left", o->left, "Sliding window: keys to the left")->capture_default_str();
   cmd->add_option("--right", o->right, "Sliding window: keys to the right")->capture_default_str();
   cmd->add_option("--k", o->keys_per_row, "Random: keys per row")->capture_default_str();
-  cmd->add_option("--png", o->png, "Write the mask as a PNG");
+  cmd->add_option("--png", o->png, "Write the mask as a PNG")
+      ->check(writable_file());
   cmd->callback([o, workload, builder, &global, &action] {
     if (workload->count() == 0 && builder->count() == 0) {
       throw CLI::ValidationError("pattern", "give --workload or --builder");

@@ -39,7 +39,7 @@ void add_sampling_options(CLI::App* cmd, SamplingOptions& o) {
   cmd->add_option("--sampler", o.sampler, "ddim (fast) or ancestral (all T steps)")
       ->check(CLI::IsMember({"ddim", "ancestral"}))
       ->capture_default_str();
-  cmd->add_option("--steps", o.steps, "DDIM steps")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--steps", o.steps, "DDIM steps")->check(positive())->capture_default_str();
   cmd->add_option("--eta", o.eta, "DDIM noise: 0 deterministic, 1 the posterior variance")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
@@ -118,7 +118,8 @@ struct SolveCommand {
   SamplingOptions sampling;
 };
 
-void solve_one(const sudoku::TrainedModel& trained, const sudoku::Grid& puzzle,
+// Prints the first valid sample (else the first one); returns whether any was valid.
+bool solve_one(const sudoku::TrainedModel& trained, const sudoku::Grid& puzzle,
                const SolveCommand& c) {
   if (puzzle.n != trained.n) {
     throw std::invalid_argument("the model solves " + std::to_string(trained.n * trained.n) + "x" +
@@ -141,11 +142,16 @@ void solve_one(const sudoku::TrainedModel& trained, const sudoku::Grid& puzzle,
               valid > 0 ? "valid solution" : "NOT a valid solution", static_cast<long>(valid),
               static_cast<long>(samples.size()),
               static_cast<long>(sudoku::violated_pairs(samples[chosen])));
+  return valid > 0;
 }
 
 void run_solve(const SolveCommand& c) {
   std::vector<sudoku::Grid> puzzles;
-  if (!c.puzzle.empty()) puzzles.push_back(sudoku::parse(c.puzzle));
+  std::vector<std::string> names;  // where each puzzle came from, for the error message
+  if (!c.puzzle.empty()) {
+    puzzles.push_back(sudoku::parse(c.puzzle));
+    names.push_back("the puzzle given");
+  }
   if (!c.file.empty()) {
     std::ifstream in(c.file);
     if (!in) throw std::invalid_argument("cannot open " + c.file);
@@ -155,6 +161,7 @@ void run_solve(const SolveCommand& c) {
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       try {
         puzzles.push_back(sudoku::parse(line));
+        names.push_back(c.file + " line " + std::to_string(line_number));
       } catch (const std::invalid_argument& e) {
         throw std::invalid_argument(c.file + " line " + std::to_string(line_number) + ": " + e.what());
       }
@@ -162,7 +169,16 @@ void run_solve(const SolveCommand& c) {
   }
   if (puzzles.empty()) throw std::invalid_argument("no puzzle given (PUZZLE or --file)");
   const sudoku::TrainedModel trained = sudoku::load_model(c.model_path);
-  for (const auto& puzzle : puzzles) solve_one(trained, puzzle, c);
+  std::vector<std::string> unsolved;
+  for (size_t i = 0; i < puzzles.size(); ++i) {
+    if (!solve_one(trained, puzzles[i], c)) unsolved.push_back(names[i]);
+  }
+  if (!unsolved.empty()) {
+    std::string list;
+    for (const std::string& name : unsolved) list += (list.empty() ? "" : ", ") + name;
+    throw std::runtime_error("no valid solution in " + std::to_string(c.samples) + " sample(s) for " +
+                             list + " (try more --samples)");
+  }
 }
 
 // ---- eval --------------------------------------------------------------------------------------
@@ -272,7 +288,8 @@ void register_sudoku(CLI::App& app, const GlobalOptions& global, Action& action)
                     "Training grids: broad (the whole space) or pattern (the paper's generator)")
       ->check(CLI::IsMember({"broad", "pattern"}))
       ->capture_default_str();
-  train->add_option("--out", t->out, "Trained model (EMA weights) to write")->capture_default_str();
+  train->add_option("--out", t->out, "Trained model (EMA weights) to write")
+      ->check(writable_file())->capture_default_str();
   train->callback([t, &global, &action] { action = [t, &global] { run_train(*t, global); }; });
 
   auto s = std::make_shared<SolveCommand>();
@@ -281,7 +298,7 @@ void register_sudoku(CLI::App& app, const GlobalOptions& global, Action& action)
   solve->add_option("puzzle", s->puzzle, "Puzzle: 81 characters, '.' or '0' for blanks");
   solve->add_option("--file", s->file, "Puzzles, one per line")->check(CLI::ExistingFile);
   solve->add_option("--samples", s->samples, "Draw K solutions, show the first valid one")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   add_sampling_options(solve, s->sampling);
   solve->callback([s, &action] { action = [s] { run_solve(*s); }; });
@@ -289,9 +306,9 @@ void register_sudoku(CLI::App& app, const GlobalOptions& global, Action& action)
   auto e = std::make_shared<EvalCommand>();
   CLI::App* eval = sudoku->add_subcommand("eval", "Accuracy by observed fraction, diversity");
   eval->add_option("--model", e->model_path, "Trained model file")->required()->check(CLI::ExistingFile);
-  eval->add_option("--count", e->count, "Puzzles per setting")->check(CLI::PositiveNumber)->capture_default_str();
+  eval->add_option("--count", e->count, "Puzzles per setting")->check(positive())->capture_default_str();
   eval->add_option("--diversity-samples", e->diversity_samples, "Samples for the diversity check")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   eval->add_flag("--unique,!--no-unique", e->unique,
                  "Also score unique-solution puzzles with 25-35 givens (9x9)")
@@ -299,7 +316,8 @@ void register_sudoku(CLI::App& app, const GlobalOptions& global, Action& action)
   eval->add_option("--grids", e->grids,
                    "Puzzles from broad or pattern grids (default: what the model was trained on)")
       ->check(CLI::IsMember({"broad", "pattern"}));
-  eval->add_option("--json", e->json_path, "Write the results as JSON");
+  eval->add_option("--json", e->json_path, "Write the results as JSON")
+      ->check(writable_file());
   add_sampling_options(eval, e->sampling);
   eval->callback([e, &global, &action] { action = [e, &global] { run_eval(*e, global); }; });
 }

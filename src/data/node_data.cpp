@@ -109,8 +109,10 @@ AttentionPattern knn_graph(const torch::Tensor& features, int64_t k) {
 Split semi_supervised_split(const torch::Tensor& labels, int64_t num_classes, int64_t per_class,
                             int64_t valid, uint64_t seed) {
   if (labels.dim() != 1) throw std::invalid_argument("semi_supervised_split: labels must be 1-D");
-  if (per_class < 1 || valid < 0) {
-    throw std::invalid_argument("semi_supervised_split: need per_class >= 1 and valid >= 0");
+  // The best epoch is chosen on the validation nodes, so there must be some.
+  if (per_class < 1 || valid < 1) {
+    throw std::invalid_argument("need at least 1 labelled node per class and 1 validation node, got " +
+                                std::to_string(per_class) + " and " + std::to_string(valid));
   }
   const std::vector<int64_t> label = to_vector(labels);
   const int64_t n = static_cast<int64_t>(label.size());

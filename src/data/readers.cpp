@@ -1,6 +1,7 @@
 // Dataset readers: IDX (MNIST, Fashion-MNIST) through zlib, and the plain-text Planetoid format.
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -102,6 +103,10 @@ double parse_number(const std::string& token, const std::string& where) {
   const double value = std::strtod(token.c_str(), &end);
   if (end == token.c_str() || *end != '\0' || errno == ERANGE) {
     throw std::runtime_error(where + ": '" + token + "' is not a number");
+  }
+  // strtod reads "nan" and "inf"; a feature must be a finite number.
+  if (!std::isfinite(value) || std::fabs(value) > 3.4e38) {
+    throw std::runtime_error(where + ": '" + token + "' is not a finite float32 number");
   }
   return value;
 }

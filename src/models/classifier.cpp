@@ -114,6 +114,7 @@ Classifier train_classifier(const data::ImageDataset& train_set,
 
 void save_classifier(const std::string& path, Classifier& model, const nlohmann::json& metadata) {
   nlohmann::json stored = metadata;
+  stored["kind"] = "classifier";
   stored["architecture"] = kArchitecture;
   train::CheckpointParts parts;
   parts.model = model.get();
@@ -122,12 +123,7 @@ void save_classifier(const std::string& path, Classifier& model, const nlohmann:
 }
 
 Classifier load_classifier(const std::string& path) {
-  const nlohmann::json metadata = train::read_checkpoint_metadata(path);
-  if (!metadata.is_object() || !metadata.contains("architecture") ||
-      metadata["architecture"] != kArchitecture) {
-    throw std::runtime_error("checkpoint " + path + " is not an image classifier (its metadata " +
-                             "lacks \"architecture\": \"" + kArchitecture + "\")");
-  }
+  train::require_model_kind(train::read_checkpoint_metadata(path), "classifier", path);
   Classifier model = [] {
     DefaultGeneratorRestorer restorer;  // the initial weights draw from it
     return Classifier();

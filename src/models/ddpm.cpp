@@ -1,4 +1,5 @@
 #include "structdiff/ddpm.h"
+#include "structdiff/runtime.h"
 
 #include <algorithm>
 #include <cmath>
@@ -118,7 +119,9 @@ void save_model(const std::string& path, Model& model) {
 }
 
 Model load_model(const std::string& path) {
-  Model model = build_model(train::read_checkpoint_metadata(path));
+  const nlohmann::json metadata = train::read_checkpoint_metadata(path);
+  train::require_model_kind(metadata, "ddpm", path);
+  Model model = build_model(metadata);
   train::CheckpointParts parts;
   parts.model = model.net.ptr().get();
   parts.restore_generator = false;
@@ -134,7 +137,13 @@ train::LoopResult train(Model& model, Model& averaged, const torch::Tensor& imag
   if (images.dim() != 4 || images.size(0) < 1) {
     throw std::invalid_argument("ddpm::train: images must be a non-empty (N, C, H, W) tensor");
   }
-  if (options.batch < 1) throw std::invalid_argument("ddpm::train: batch must be >= 1");
+  if (options.batch < 1) throw std::invalid_argument("--batch must be >= 1, got " + std::to_string(options.batch));
+  // What one step keeps for the backward pass: roughly 40 full-resolution maps of
+  // base_channels per image, 4 bytes each.
+  const unet::UNetConfig& config = model.net->config();
+  require_memory(4.0 * 40.0 * static_cast<double>(config.base_channels * images.size(2) * images.size(3)) *
+                     static_cast<double>(options.batch),
+                 "a training batch of " + std::to_string(options.batch));
   const torch::Tensor data = to_model_space(images.to(torch::kFloat));
   const int64_t count = data.size(0);
   train::LoopTask task;

@@ -42,6 +42,12 @@ RunResult train_node_classifier(DIFFormer& model, const data::NodeDataset& datas
   if (options.epochs < 1 || options.batch_size < 0) {
     throw std::invalid_argument("train_node_classifier: need epochs >= 1 and batch_size >= 0");
   }
+  if (split.valid.numel() == 0) {
+    throw std::invalid_argument("train_node_classifier: no validation nodes to choose the best epoch on");
+  }
+  if (!torch::isfinite(dataset.features).all().item<bool>()) {
+    throw std::invalid_argument(dataset.name + ": the features hold NaN or infinite values");
+  }
   const auto started = std::chrono::steady_clock::now();
   const int64_t n = dataset.num_nodes();
   const bool uses_graph = model->needs_graph();

@@ -1,12 +1,27 @@
 #include "structdiff/gsdm_training.h"
 
+#include <string>
+
 #include <torch/torch.h>
+
+#include "structdiff/runtime.h"
 
 namespace structdiff::gsdm {
 
 TrainingResult train(Gsdm model, Gsdm ema_model, const diffusion::NoiseSchedule& schedule,
                      const TrainingProblem& problem, const TrainingOptions& options,
                      uint64_t data_seed) {
+  if (options.batch < 1) {
+    throw std::invalid_argument("--batch must be >= 1, got " + std::to_string(options.batch));
+  }
+  // What one step keeps for the backward pass, per example and block: about 16 (nodes x dim)
+  // activations and 3 (entries x heads) attention weights, 4 bytes each.
+  const GsdmConfig& config = model->config();
+  const double per_example = 4.0 * static_cast<double>(config.blocks) *
+                             (16.0 * static_cast<double>(model->num_nodes() * config.dim) +
+                              3.0 * static_cast<double>(model->pattern().num_entries() * config.heads));
+  require_memory(per_example * static_cast<double>(options.batch),
+                 "a training batch of " + std::to_string(options.batch));
   train::LoopTask task;
   task.model = model.get();
   task.ema_model = ema_model.get();

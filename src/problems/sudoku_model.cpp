@@ -109,7 +109,8 @@ namespace structdiff::sudoku {
 
 nlohmann::json model_metadata(int n, GridFamily grids, const gsdm::GsdmConfig& config,
                               const diffusion::ScheduleConfig& schedule) {
-  return {{"problem", "sudoku"},
+  return {{"kind", "sudoku"},
+          {"problem", "sudoku"},
           {"n", n},
           {"grids", grid_family_name(grids)},
           {"model", config.to_json()},
@@ -129,7 +130,9 @@ TrainedModel build_model(const nlohmann::json& metadata) {
 }
 
 TrainedModel load_model(const std::string& path) {
-  TrainedModel trained = build_model(train::read_checkpoint_metadata(path));
+  const nlohmann::json metadata = train::read_checkpoint_metadata(path);
+  train::require_model_kind(metadata, "sudoku", path);
+  TrainedModel trained = build_model(metadata);
   train::CheckpointParts parts;
   parts.model = trained.model.get();
   parts.restore_generator = false;

@@ -1,7 +1,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -12,8 +16,10 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include "structdiff/train.h"
+#include "util/build_info.h"
 
 namespace structdiff::train {
 namespace {
@@ -26,6 +32,17 @@ const std::string kEmaKey = "ema";
 const std::string kGeneratorKey = "cpu_generator_state";
 const std::string kStepKey = "step";
 const std::string kMetadataKey = "metadata";
+const std::string kProvenanceKey = "provenance";
+const std::string kParameterCountKey = "parameter_count";
+
+struct RunDescription {
+  std::string command_line;
+  uint64_t seed = 0;
+};
+RunDescription& run_description() {
+  static RunDescription description;
+  return description;
+}
 
 // c10::Error::what() carries a C++ backtrace; users need only the message.
 std::string message_of(const std::exception& error) {
@@ -185,6 +202,10 @@ void save_checkpoint(const std::string& path, const CheckpointParts& parts) {
   try {
     torch::serialize::OutputArchive archive;
     archive.write(kVersionKey, torch::tensor(kFormatVersion, torch::kLong));
+    int64_t parameter_count = 0;
+    for (const auto& parameter : parts.model->parameters()) parameter_count += parameter.numel();
+    archive.write(kParameterCountKey, torch::tensor(parameter_count, torch::kLong));
+    archive.write(kProvenanceKey, bytes_of(provenance().dump()));
     torch::serialize::OutputArchive model_archive;
     parts.model->save(model_archive);
     archive.write(kModelKey, model_archive);
@@ -258,6 +279,105 @@ void load_checkpoint(const std::string& path, CheckpointParts& parts) {
   if (parts.restore_generator) set_default_generator_state(generator_state);
   parts.step = step;
   parts.metadata = std::move(metadata);
+}
+
+void set_run_description(const std::string& command_line, uint64_t seed) {
+  run_description() = {command_line, seed};
+}
+
+nlohmann::json provenance() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return {{"git_commit", git_commit()},
+          {"command_line", run_description().command_line},
+          {"seed", run_description().seed},
+          {"threads", torch::get_num_threads()},
+          {"libtorch", TORCH_VERSION},
+          {"date", date}};
+}
+
+std::string model_kind(const nlohmann::json& metadata) {
+  if (!metadata.is_object()) return "unknown";
+  if (metadata.contains("kind") && metadata["kind"].is_string()) return metadata["kind"];
+  // Files written before the kind was recorded.
+  if (metadata.value("problem", "") == "sudoku") return "sudoku";
+  if (metadata.value("architecture", "") == "lenet5") return "classifier";
+  if (metadata.contains("unet")) return "ddpm";
+  return "unknown";
+}
+
+void require_model_kind(const nlohmann::json& metadata, const std::string& kind,
+                        const std::string& path) {
+  const std::string actual = model_kind(metadata);
+  if (actual != kind) {
+    throw std::runtime_error(path + " holds a model of kind '" + actual + "', not '" + kind + "'");
+  }
+}
+
+namespace {
+
+// Feeds every tensor below `archive` to `digest` in name order: its dotted name, dtype, shape
+// and bytes, so equal weights give equal hashes whatever order the file stores them in.
+void hash_tensors(torch::serialize::InputArchive& archive, const std::string& prefix,
+                  EVP_MD_CTX* digest) {
+  std::vector<std::string> keys = archive.keys();
+  std::sort(keys.begin(), keys.end());
+  for (const std::string& key : keys) {
+    torch::Tensor tensor;
+    torch::serialize::InputArchive child;
+    if (archive.try_read(key, tensor)) {
+      const torch::Tensor contiguous = tensor.contiguous();
+      const std::string header = prefix + key + '\0' + c10::toString(contiguous.scalar_type()) +
+                                 c10::str(contiguous.sizes()) + '\0';
+      EVP_DigestUpdate(digest, header.data(), header.size());
+      EVP_DigestUpdate(digest, contiguous.data_ptr(), contiguous.nbytes());
+    } else if (archive.try_read(key, child)) {
+      hash_tensors(child, prefix + key + ".", digest);
+    }
+  }
+}
+
+}  // namespace
+
+nlohmann::json model_info(const std::string& path) {
+  torch::serialize::InputArchive archive = open_checkpoint(path);
+  nlohmann::json metadata = parse_metadata(archive, path);
+  if (metadata.is_object()) metadata.erase("data_rng");
+  torch::serialize::InputArchive model_archive = read_part(archive, kModelKey, path, "model");
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> digest(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!digest || EVP_DigestInit_ex(digest.get(), EVP_sha256(), nullptr) != 1) {
+    throw std::runtime_error("cannot start a SHA-256 digest");
+  }
+  hash_tensors(model_archive, "", digest.get());
+  unsigned char hash[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_DigestFinal_ex(digest.get(), hash, &length);
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i) {
+    char byte[3];
+    std::snprintf(byte, sizeof byte, "%02x", hash[i]);
+    hex += byte;
+  }
+  nlohmann::json info{{"path", path},
+                      {"kind", model_kind(metadata)},
+                      {"step", read_tensor(archive, kStepKey, path).item<int64_t>()},
+                      {"config", metadata},
+                      {"weights_sha256", hex}};
+  torch::Tensor count;
+  info["parameters"] = archive.try_read(kParameterCountKey, count) ? nlohmann::json(count.item<int64_t>())
+                                                                 : nlohmann::json(nullptr);
+  torch::Tensor recorded;
+  info["provenance"] = archive.try_read(kProvenanceKey, recorded)
+                           ? nlohmann::json::parse(string_of(recorded))
+                           : nlohmann::json(nullptr);
+  const std::vector<std::string> keys = archive.keys();
+  auto holds = [&](const std::string& key) { return std::find(keys.begin(), keys.end(), key) != keys.end(); };
+  // A checkpoint for --resume holds the optimizer and EMA state; a model file only the weights.
+  info["resumable"] = holds(kOptimizerKey) && holds(kEmaKey);
+  return info;
 }
 
 }  // namespace structdiff::train

@@ -1,3 +1,4 @@
+#include <csignal>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -5,6 +6,7 @@
 #include <filesystem>
 #include <numeric>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -27,6 +29,93 @@ void restore_rng(std::mt19937_64& rng, const std::string& state) {
   if (!in) throw std::runtime_error("checkpoint holds an unreadable data generator state");
 }
 
+// Metadata keys the loop itself writes; they are state, not configuration.
+const std::set<std::string> kLoopStateKeys = {"data_rng"};
+
+// The first field in which a checkpoint's metadata and this run's differ, as
+// "model.heads is 4 in the checkpoint but 8 in this run"; "" if they agree.
+std::string first_difference(const nlohmann::json& saved, const nlohmann::json& current,
+                             const std::string& path) {
+  if (saved.is_object() && current.is_object()) {
+    std::set<std::string> keys;
+    for (const auto& item : saved.items()) keys.insert(item.key());
+    for (const auto& item : current.items()) keys.insert(item.key());
+    for (const std::string& key : keys) {
+      if (path.empty() && kLoopStateKeys.count(key)) continue;
+      const std::string field = path.empty() ? key : path + "." + key;
+      if (!saved.contains(key)) return field + " is absent in the checkpoint but " + current[key].dump() + " in this run";
+      if (!current.contains(key)) return field + " is " + saved[key].dump() + " in the checkpoint but absent in this run";
+      if (auto difference = first_difference(saved[key], current[key], field); !difference.empty()) {
+        return difference;
+      }
+    }
+    return "";
+  }
+  if (saved == current) return "";
+  return (path.empty() ? std::string("the configuration") : path) + " is " + saved.dump() +
+         " in the checkpoint but " + current.dump() + " in this run";
+}
+
+// SIGINT/SIGTERM during training only set this; the loop checkpoints and stops after the step.
+volatile std::sig_atomic_t g_pending_signal = 0;
+
+extern "C" void note_signal(int signal_number) { g_pending_signal = signal_number; }
+
+// Routes SIGINT/SIGTERM to note_signal while alive. SA_RESETHAND: a second signal acts as usual,
+// so a user can still stop a process that does not reach the end of its step.
+class SignalCatcher {
+ public:
+  SignalCatcher() {
+    g_pending_signal = 0;
+    struct sigaction action {};
+    action.sa_handler = note_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &action, &previous_interrupt_);
+    sigaction(SIGTERM, &action, &previous_terminate_);
+  }
+  ~SignalCatcher() {
+    sigaction(SIGINT, &previous_interrupt_, nullptr);
+    sigaction(SIGTERM, &previous_terminate_, nullptr);
+  }
+  SignalCatcher(const SignalCatcher&) = delete;
+  SignalCatcher& operator=(const SignalCatcher&) = delete;
+  int pending() const { return g_pending_signal; }
+
+ private:
+  struct sigaction previous_interrupt_ {}, previous_terminate_ {};
+};
+
+// Decay on matrices (weights of linear and convolution layers, embeddings) only: decaying biases
+// and norm gains pulls them towards zero for no regularising benefit.
+torch::optim::AdamW make_optimizer(torch::nn::Module& model, const LoopOptions& options) {
+  std::vector<torch::Tensor> matrices, others;
+  for (const torch::Tensor& parameter : model.parameters()) {
+    (parameter.dim() >= 2 ? matrices : others).push_back(parameter);
+  }
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  auto group = [&](std::vector<torch::Tensor> parameters, double decay) {
+    if (parameters.empty()) return;
+    groups.emplace_back(std::move(parameters),
+                        std::make_unique<torch::optim::AdamWOptions>(
+                            torch::optim::AdamWOptions(options.learning_rate)
+                                .betas({0.9, 0.999})
+                                .weight_decay(decay)));
+  };
+  group(std::move(matrices), options.weight_decay);
+  group(std::move(others), 0.0);
+  return torch::optim::AdamW(std::move(groups),
+                             torch::optim::AdamWOptions(options.learning_rate).weight_decay(0.0));
+}
+
+std::string checkpoint_clause(const LoopOptions& options, int64_t step) {
+  if (options.checkpoint_path.empty()) return "no --checkpoint was given, so nothing is kept";
+  if (!std::filesystem::exists(options.checkpoint_path)) {
+    return "no checkpoint had been written yet";
+  }
+  return "the checkpoint " + options.checkpoint_path + " holds step " + std::to_string(step);
+}
+
 }  // namespace
 
 LearningRateDecay parse_learning_rate_decay(const std::string& name) {
@@ -47,14 +136,40 @@ double learning_rate_at(double base, LearningRateDecay decay, int64_t warmup_ste
   return rate;
 }
 
+void check_loop_options(const LoopOptions& o) {
+  auto fail = [](const std::string& option, const std::string& accepted, double value) {
+    std::ostringstream text;
+    text << option << " must be " << accepted << ", got " << value;
+    throw std::invalid_argument(text.str());
+  };
+  if (o.steps < 1) fail("--train-steps", ">= 1", static_cast<double>(o.steps));
+  if (!(std::isfinite(o.learning_rate) && o.learning_rate > 0)) fail("--lr", "a finite number > 0", o.learning_rate);
+  if (!(std::isfinite(o.weight_decay) && o.weight_decay >= 0)) {
+    fail("--weight-decay", "a finite number >= 0", o.weight_decay);
+  }
+  if (o.warmup_steps < 0) fail("--warmup", ">= 0", static_cast<double>(o.warmup_steps));
+  // --clip 0 would freeze training, a negative limit would flip every gradient.
+  if (!(std::isfinite(o.clip_norm) && o.clip_norm > 0)) fail("--clip", "a finite number > 0", o.clip_norm);
+  if (!(o.ema_decay >= 0 && o.ema_decay < 1)) fail("--ema", "in [0, 1)", o.ema_decay);
+  if (o.validate_every < 0) fail("--validate-every", ">= 0", static_cast<double>(o.validate_every));
+  if (o.checkpoint_every < 0) fail("--checkpoint-every", ">= 0", static_cast<double>(o.checkpoint_every));
+  if (!(std::isfinite(o.max_seconds) && o.max_seconds >= 0)) {
+    fail("--max-minutes", "a finite number >= 0", o.max_seconds / 60.0);
+  }
+  if (o.checkpoint_path.empty() && (o.resume || o.checkpoint_every > 0)) {
+    throw std::invalid_argument(std::string(o.resume ? "--resume" : "--checkpoint-every") +
+                                " needs --checkpoint FILE");
+  }
+}
+
 LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64_t data_seed) {
   if (task.model == nullptr || task.ema_model == nullptr || !task.loss) {
     throw std::invalid_argument("run_training needs a model, an EMA model and a loss");
   }
+  check_loop_options(options);
   using Clock = std::chrono::steady_clock;
   torch::nn::Module& model = *task.model;
-  torch::optim::Adam optimizer(model.parameters(),
-                               torch::optim::AdamOptions(options.learning_rate).betas({0.9, 0.999}));
+  torch::optim::AdamW optimizer = make_optimizer(model, options);
   Ema ema(model, options.ema_decay);
   std::mt19937_64 rng(data_seed);
   int64_t step = 0;
@@ -65,8 +180,12 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
     metadata["data_rng"] = rng_state(rng);
     save_checkpoint(options.checkpoint_path, {&model, &optimizer, &ema, step, metadata});
   };
-  if (options.resume && !options.checkpoint_path.empty() &&
-      std::filesystem::exists(options.checkpoint_path)) {
+  const bool resuming = options.resume && std::filesystem::exists(options.checkpoint_path);
+  if (resuming) {
+    const nlohmann::json saved = read_checkpoint_metadata(options.checkpoint_path);
+    if (const auto difference = first_difference(saved, task.metadata, ""); !difference.empty()) {
+      throw std::invalid_argument("cannot resume from " + options.checkpoint_path + ": " + difference);
+    }
     CheckpointParts parts{&model, &optimizer, &ema, 0, {}};
     load_checkpoint(options.checkpoint_path, parts);
     step = parts.step;
@@ -74,37 +193,52 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
   }
 
   std::optional<JsonlLog> log;
-  if (!options.log_path.empty()) log.emplace(options.log_path, /*append=*/options.resume);
+  if (!options.log_path.empty()) {
+    if (resuming) truncate_log_after_step(options.log_path, step);
+    log.emplace(options.log_path, /*append=*/resuming);
+  }
   std::optional<ProgressBar> bar;
   if (options.show_progress) {
     bar.emplace("train", options.steps, step);
     if (options.max_seconds > 0) bar->set_time_limit(options.max_seconds);
   }
 
+  const SignalCatcher signals;
   std::deque<double> recent;
   const int64_t first_step = step;
+  int64_t saved_step = step;
   const auto started = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - started).count(); };
   auto copy_ema = [&] {
     ema.copy_to(*task.ema_model);
     task.ema_model->eval();
   };
+  auto stop_unless_finite = [&](const char* what, double value) {
+    if (std::isfinite(value)) return;
+    if (bar) bar->finish();
+    std::ostringstream text;
+    text << "training stopped: the " << what << " at step " << step + 1 << " is " << value << "; "
+         << checkpoint_clause(options, saved_step) << " and no model was written";
+    throw TrainingStopped(text.str(), 1);
+  };
   model.train();
   while (step < options.steps) {
     const double rate =
         learning_rate_at(options.learning_rate, options.decay, options.warmup_steps, step, options.steps);
     for (auto& group : optimizer.param_groups()) {
-      static_cast<torch::optim::AdamOptions&>(group.options()).lr(rate);
+      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(rate);
     }
     optimizer.zero_grad();
     torch::Tensor loss = task.loss(rng);
+    const double value = loss.item<double>();
+    stop_unless_finite("loss", value);
     loss.backward();
     const double grad_norm = torch::nn::utils::clip_grad_norm_(model.parameters(), options.clip_norm);
+    stop_unless_finite("gradient norm", grad_norm);
     optimizer.step();
     ema.update(model);
     ++step;
 
-    const double value = loss.item<double>();
     recent.push_back(value);
     if (recent.size() > 100) recent.pop_front();
     if (bar) bar->update(step, {{"loss", value}});
@@ -121,7 +255,20 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
       if (log) log->write(metrics);
       if (bar) std::fprintf(stderr, "\nvalidation at step %ld: %s\n", static_cast<long>(step), metrics.dump().c_str());
     }
-    if (options.checkpoint_every > 0 && step % options.checkpoint_every == 0) save();
+    if (options.checkpoint_every > 0 && step % options.checkpoint_every == 0) {
+      save();
+      saved_step = step;
+    }
+    if (const int signal_number = signals.pending(); signal_number != 0) {
+      if (bar) bar->finish();
+      save();
+      const std::string name = signal_number == SIGINT ? "SIGINT" : "SIGTERM";
+      throw TrainingStopped("interrupted by " + name + " after step " + std::to_string(step) + "; " +
+                                (options.checkpoint_path.empty()
+                                     ? "no --checkpoint was given, so nothing is kept"
+                                     : "the checkpoint " + options.checkpoint_path + " holds it (continue with --resume)"),
+                            128 + signal_number);
+    }
     if (options.max_seconds > 0 && elapsed() >= options.max_seconds) break;
   }
   if (bar) bar->finish();

@@ -1,4 +1,9 @@
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
 
 #include <c10/core/Allocator.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
@@ -7,6 +12,26 @@
 #include "structdiff/runtime.h"
 
 namespace structdiff {
+
+int64_t available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);) {
+    std::istringstream fields(line);
+    std::string key;
+    int64_t kilobytes = 0;
+    if (fields >> key >> kilobytes && key == "MemAvailable:") return kilobytes * 1024;
+  }
+  return -1;
+}
+
+void require_memory(double bytes, const std::string& what) {
+  const int64_t available = available_memory_bytes();
+  if (available < 0 || bytes <= static_cast<double>(available)) return;
+  char text[128];
+  std::snprintf(text, sizeof text, " needs %.1f GB of memory, %.1f GB available", bytes / 1e9,
+                static_cast<double>(available) / 1e9);
+  throw std::invalid_argument(what + text);
+}
 
 // libtorch 2.x changed the totals in the reporting hook from int64_t to size_t.
 #if TORCH_VERSION_MAJOR >= 2

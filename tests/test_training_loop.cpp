@@ -1,0 +1,295 @@
+// The one training loop: exact resume (also after a signal), stopping on a non-finite loss,
+// option checks, refusing a resume with another configuration, log truncation, AdamW's decay on
+// matrices only, and the provenance and model info of the files it writes.
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "structdiff/train.h"
+#include "support/expect_throw.h"
+#include "support/temporary_files.h"
+
+namespace structdiff::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Fixed initial weights (seeded), a batch-norm buffer, and a loss that draws from both the data
+// generator and libtorch's default one, so resuming must restore both.
+struct TinyRun {
+  torch::nn::Sequential model, averaged;
+  TinyRun() {
+    torch::manual_seed(7);
+    model = make();
+    averaged = make();
+  }
+  static torch::nn::Sequential make() {
+    return torch::nn::Sequential(torch::nn::Linear(3, 8), torch::nn::BatchNorm1d(8),
+                                 torch::nn::ReLU(), torch::nn::Linear(8, 1));
+  }
+  LoopTask task(std::function<void(int64_t)> on_loss = nullptr) {
+    LoopTask t;
+    t.model = model.ptr().get();
+    t.ema_model = averaged.ptr().get();
+    t.metadata = {{"kind", "test"}, {"model", {{"hidden", 8}, {"layers", 2}}}};
+    t.loss = [this, on_loss, calls = std::make_shared<int64_t>(0)](std::mt19937_64& rng) {
+      if (on_loss) on_loss(++*calls);
+      std::normal_distribution<float> normal;
+      std::vector<float> values(16 * 3);
+      for (float& v : values) v = normal(rng);
+      const torch::Tensor x = torch::tensor(values).reshape({16, 3}) + 0.1 * torch::randn({16, 3});
+      return torch::mse_loss(model->forward(x), x.sum(1, true));
+    };
+    return t;
+  }
+};
+
+LoopOptions options(const TemporaryDirectory& directory, int64_t steps) {
+  LoopOptions o;
+  o.steps = steps;
+  o.learning_rate = 1e-2;
+  o.weight_decay = 0.1;
+  o.ema_decay = 0.9;
+  o.show_progress = false;
+  o.checkpoint_path = directory.file("run.ckpt");
+  o.log_path = directory.file("run.jsonl");
+  return o;
+}
+
+void expect_equal_modules(torch::nn::Module& expected, torch::nn::Module& actual) {
+  const auto a = expected.named_parameters(), b = actual.named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& item : a) EXPECT_TRUE(torch::equal(item.value(), b[item.key()])) << item.key();
+  const auto c = expected.named_buffers(), d = actual.named_buffers();
+  for (const auto& item : c) EXPECT_TRUE(torch::equal(item.value(), d[item.key()])) << item.key();
+}
+
+std::vector<int64_t> logged_steps(const std::string& path) {
+  std::vector<int64_t> steps;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    steps.push_back(nlohmann::json::parse(line).at("step").get<int64_t>());
+  }
+  return steps;
+}
+
+std::vector<std::string> temporaries(const TemporaryDirectory& directory) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(directory.path())) {
+    if (entry.path().filename().string().find(".tmp.") != std::string::npos) {
+      names.push_back(entry.path().filename().string());
+    }
+  }
+  return names;
+}
+
+TEST(TrainingLoop, HalfThenResumeEqualsStraightRunBitForBit) {
+  TemporaryDirectory straight_dir, split_dir;
+  TinyRun straight;
+  run_training(straight.task(), options(straight_dir, 10), /*data_seed=*/3);
+
+  {
+    TinyRun first_half;
+    run_training(first_half.task(), options(split_dir, 5), 3);
+  }
+  TinyRun second_half;  // a new process: fresh modules, other default-generator state
+  torch::manual_seed(12345);
+  LoopOptions resumed = options(split_dir, 10);
+  resumed.resume = true;
+  const LoopResult result = run_training(second_half.task(), resumed, 3);
+
+  EXPECT_EQ(result.steps_done, 10);
+  EXPECT_EQ(result.steps_this_run, 5);
+  expect_equal_modules(*straight.model, *second_half.model);
+  expect_equal_modules(*straight.averaged, *second_half.averaged);
+  EXPECT_EQ(model_info(straight_dir.file("run.ckpt"))["weights_sha256"],
+            model_info(split_dir.file("run.ckpt"))["weights_sha256"]);
+  EXPECT_EQ(logged_steps(split_dir.file("run.jsonl")), logged_steps(straight_dir.file("run.jsonl")));
+}
+
+TEST(TrainingLoop, SignalCheckpointsTheFinishedStepAndResumesExactly) {
+  TemporaryDirectory straight_dir, interrupted_dir;
+  TinyRun straight;
+  run_training(straight.task(), options(straight_dir, 8), 5);
+
+  {
+    TinyRun interrupted;
+    // The signal arrives during step 4; the loop finishes it, checkpoints and stops.
+    auto task = interrupted.task([](int64_t call) {
+      if (call == 4) std::raise(SIGINT);
+    });
+    try {
+      run_training(task, options(interrupted_dir, 8), 5);
+      ADD_FAILURE() << "expected TrainingStopped";
+    } catch (const TrainingStopped& stopped) {
+      EXPECT_EQ(stopped.exit_code(), 128 + SIGINT);
+      EXPECT_NE(std::string(stopped.what()).find("interrupted by SIGINT after step 4"), std::string::npos)
+          << stopped.what();
+      EXPECT_NE(std::string(stopped.what()).find("continue with --resume"), std::string::npos);
+    }
+  }
+  EXPECT_EQ(model_info(interrupted_dir.file("run.ckpt"))["step"], 4);
+  EXPECT_TRUE(temporaries(interrupted_dir).empty());
+
+  TinyRun resumed;
+  LoopOptions o = options(interrupted_dir, 8);
+  o.resume = true;
+  run_training(resumed.task(), o, 5);
+  expect_equal_modules(*straight.model, *resumed.model);
+  expect_equal_modules(*straight.averaged, *resumed.averaged);
+}
+
+TEST(TrainingLoop, NonFiniteLossStopsAndKeepsTheLastCheckpoint) {
+  TemporaryDirectory directory;
+  TinyRun setup;
+  LoopTask task = setup.task();
+  auto finite_loss = task.loss;
+  int64_t calls = 0;
+  task.loss = [&](std::mt19937_64& rng) {
+    const torch::Tensor loss = finite_loss(rng);
+    return ++calls == 5 ? loss * std::numeric_limits<float>::quiet_NaN() : loss;
+  };
+  LoopOptions o = options(directory, 10);
+  o.checkpoint_every = 2;
+  try {
+    run_training(task, o, 1);
+    ADD_FAILURE() << "expected TrainingStopped";
+  } catch (const TrainingStopped& stopped) {
+    EXPECT_EQ(stopped.exit_code(), 1);
+    const std::string message = stopped.what();
+    EXPECT_NE(message.find("the loss at step 5 is nan"), std::string::npos) << message;
+    EXPECT_NE(message.find("holds step 4"), std::string::npos) << message;
+  }
+  EXPECT_EQ(model_info(directory.file("run.ckpt"))["step"], 4);
+}
+
+TEST(TrainingLoop, OptionsThatCannotTrainAreRefusedByName) {
+  auto with = [](auto change) {
+    LoopOptions o;
+    change(o);
+    return o;
+  };
+  EXPECT_THROW_WITH(check_loop_options(with([](LoopOptions& o) { o.clip_norm = -1; })),
+                    std::invalid_argument, "--clip must be a finite number > 0, got -1");
+  EXPECT_THROW_WITH(check_loop_options(with([](LoopOptions& o) { o.clip_norm = 0; })),
+                    std::invalid_argument, "--clip must be a finite number > 0, got 0");
+  EXPECT_THROW_WITH(check_loop_options(with([](LoopOptions& o) { o.steps = -3; })),
+                    std::invalid_argument, "--train-steps must be >= 1, got -3");
+  EXPECT_THROW_WITH(check_loop_options(with([](LoopOptions& o) { o.learning_rate = NAN; })),
+                    std::invalid_argument, "--lr must be a finite number > 0, got nan");
+  EXPECT_THROW_WITH(check_loop_options(with([](LoopOptions& o) { o.ema_decay = 1; })),
+                    std::invalid_argument, "--ema must be in [0, 1), got 1");
+  EXPECT_THROW_WITH(check_loop_options(with([](LoopOptions& o) { o.weight_decay = -0.1; })),
+                    std::invalid_argument, "--weight-decay must be a finite number >= 0, got -0.1");
+  EXPECT_THROW_WITH(check_loop_options(with([](LoopOptions& o) { o.resume = true; })),
+                    std::invalid_argument, "--resume needs --checkpoint FILE");
+  EXPECT_NO_THROW(check_loop_options(LoopOptions{}));
+}
+
+TEST(TrainingLoop, ResumingWithAnotherConfigurationNamesTheField) {
+  TemporaryDirectory directory;
+  {
+    TinyRun setup;
+    run_training(setup.task(), options(directory, 2), 1);
+  }
+  TinyRun setup;
+  LoopTask task = setup.task();
+  task.metadata["model"]["layers"] = 3;
+  LoopOptions o = options(directory, 4);
+  o.resume = true;
+  EXPECT_THROW_WITH(run_training(task, o, 1), std::invalid_argument,
+                    "cannot resume from " + directory.file("run.ckpt") +
+                        ": model.layers is 2 in the checkpoint but 3 in this run");
+}
+
+TEST(TrainingLoop, ResumeDropsLogRecordsAfterTheCheckpoint) {
+  TemporaryDirectory directory;
+  LoopOptions o = options(directory, 4);
+  {
+    TinyRun setup;
+    run_training(setup.task(), o, 1);
+  }
+  {
+    // What a killed run leaves: records past its last checkpoint, the last line cut short.
+    std::ofstream log(o.log_path, std::ios::app);
+    log << R"({"step": 5, "loss": 1.0})" << "\n" << R"({"step": 6, "lo)";
+  }
+  TinyRun setup;
+  o.steps = 6;
+  o.resume = true;
+  run_training(setup.task(), o, 1);
+  EXPECT_EQ(logged_steps(o.log_path), (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
+}
+
+TEST(TrainingLoop, WeightDecayShrinksMatricesOnly) {
+  TinyRun setup;
+  LoopTask task = setup.task();
+  // A zero gradient: Adam's step is exactly zero, so only the decoupled decay moves parameters.
+  task.loss = [&](std::mt19937_64&) {
+    torch::Tensor sum = torch::zeros({});
+    for (const auto& p : setup.model->parameters()) sum = sum + 0.0 * p.sum();
+    return sum;
+  };
+  std::vector<torch::Tensor> before;
+  for (const auto& p : setup.model->parameters()) before.push_back(p.detach().clone());
+  LoopOptions o;
+  o.steps = 1;
+  o.learning_rate = 0.1;
+  o.weight_decay = 0.5;
+  o.show_progress = false;
+  run_training(task, o, 1);
+  const auto after = setup.model->parameters();
+  for (size_t i = 0; i < after.size(); ++i) {
+    const torch::Tensor expected = before[i].dim() >= 2 ? before[i] * (1 - 0.1 * 0.5) : before[i];
+    EXPECT_TRUE(torch::allclose(after[i], expected, 0, 1e-7)) << "parameter " << i;
+  }
+}
+
+TEST(ModelFile, RecordsProvenanceParameterCountAndKind) {
+  TemporaryDirectory directory;
+  set_run_description("structdiff test --seed 9", 9);
+  TinyRun setup;
+  LoopOptions o = options(directory, 1);
+  run_training(setup.task(), o, 1);
+  const nlohmann::json info = model_info(o.checkpoint_path);
+  EXPECT_EQ(info["kind"], "test");
+  EXPECT_EQ(info["parameters"], 3 * 8 + 8 + 8 + 8 + 8 + 1);
+  EXPECT_EQ(info["provenance"]["command_line"], "structdiff test --seed 9");
+  EXPECT_EQ(info["provenance"]["seed"], 9);
+  EXPECT_EQ(info["provenance"]["libtorch"], TORCH_VERSION);
+  EXPECT_EQ(info["provenance"]["git_commit"].get<std::string>().size() >= 7, true);
+  EXPECT_TRUE(info["resumable"].get<bool>());
+  EXPECT_FALSE(info["config"].contains("data_rng"));
+  EXPECT_EQ(info["weights_sha256"].get<std::string>().size(), 64u);
+}
+
+TEST(ModelFile, WeightsHashChangesWithOneWeight) {
+  TemporaryDirectory directory;
+  TinyRun setup;
+  CheckpointParts parts;
+  parts.model = setup.model.ptr().get();
+  save_checkpoint(directory.file("a.pt"), parts);
+  {
+    torch::NoGradGuard no_grad;
+    setup.model->parameters()[0][0][0] += 1e-6;
+  }
+  save_checkpoint(directory.file("b.pt"), parts);
+  EXPECT_NE(model_info(directory.file("a.pt"))["weights_sha256"],
+            model_info(directory.file("b.pt"))["weights_sha256"]);
+  EXPECT_FALSE(model_info(directory.file("a.pt"))["resumable"].get<bool>());
+}
+
+TEST(ModelFile, KindMismatchNamesBoth) {
+  EXPECT_THROW_WITH(require_model_kind({{"kind", "ddpm"}}, "sudoku", "m.pt"), std::runtime_error,
+                    "m.pt holds a model of kind 'ddpm', not 'sudoku'");
+  EXPECT_EQ(model_kind({{"problem", "sudoku"}}), "sudoku");  // written before kinds were recorded
+  EXPECT_EQ(model_kind({{"architecture", "lenet5"}}), "classifier");
+}
+
+}  // namespace
+}  // namespace structdiff::train
