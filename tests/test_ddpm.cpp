@@ -15,6 +15,7 @@
 #include "structdiff/ddpm.h"
 #include "structdiff/unet.h"
 #include "support/expect_throw.h"
+#include "support/temporary_files.h"
 
 namespace structdiff::ddpm {
 namespace {
@@ -362,6 +363,45 @@ TEST(ImageGrid, WritesAPngOfTheGridSize) {
   EXPECT_EQ(be32(20), 3 * 5 - 1);  // height: 3 rows of 4
   EXPECT_THROW_WITH(write_image_grid(path, torch::rand({2, 2, 4, 4}), 2), std::invalid_argument,
                     "images must be (N >= 1, 1 or 3, H, W)");
+}
+
+// Parameters, then buffers, of two modules of one architecture are equal to the bit.
+void expect_identical(torch::nn::Module& expected, torch::nn::Module& actual) {
+  const auto a = expected.named_parameters(), b = actual.named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& item : a) EXPECT_TRUE(torch::equal(item.value(), b[item.key()])) << item.key();
+  const auto c = expected.named_buffers(), d = actual.named_buffers();
+  ASSERT_EQ(c.size(), d.size());
+  for (const auto& item : c) EXPECT_TRUE(torch::equal(item.value(), d[item.key()])) << item.key();
+}
+
+// FAVOR+ with a redraw every 2 calls and dropout: resuming must restore the redraw generator and
+// counter (buffers) and libtorch's default generator (dropout).
+TEST(DdpmTraining, HalfThenResumeEqualsStraightRunBitForBitWithFavorRedraws) {
+  TemporaryDirectory directory;
+  unet::UNetConfig config = tiny_config();
+  config.attention = unet::parse_attention_kind("favor-softmax");
+  config.redraw_interval = 2;
+  config.dropout = 0.1;
+  const torch::Tensor images = striped_images(16, 8);
+  auto run = [&](int64_t steps, bool resume) {
+    torch::manual_seed(4);
+    auto models = std::make_shared<std::pair<Model, Model>>(tiny_model(config), tiny_model(config));
+    if (resume) torch::manual_seed(99);
+    TrainingOptions options;
+    options.steps = steps;
+    options.batch = 4;
+    options.show_progress = false;
+    options.checkpoint_path = directory.file(resume || steps == 3 ? "split.ckpt" : "straight.ckpt");
+    options.resume = resume;
+    train(models->first, models->second, images, options, /*data_seed=*/2);
+    return models;
+  };
+  const auto straight = run(6, false);
+  run(3, false);
+  const auto resumed = run(6, true);
+  expect_identical(*straight->first.net, *resumed->first.net);
+  expect_identical(*straight->second.net, *resumed->second.net);
 }
 
 }  // namespace

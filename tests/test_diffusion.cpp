@@ -242,7 +242,7 @@ TEST(Training, AntitheticStepsPairUp) {
   const NoiseSchedule schedule{ScheduleConfig{}};
   torch::manual_seed(5);
   const torch::Tensor x0 = torch::randn({7, 3});
-  const TrainingExample example = make_training_example(schedule, x0, /*antithetic=*/true);
+  const TrainingExample example = make_training_example(schedule, x0, /*antithetic=*/true, at::make_generator<at::CPUGeneratorImpl>(0));
   ASSERT_EQ(example.t.scalar_type(), torch::kLong);
   ASSERT_EQ(example.t.sizes(), torch::IntArrayRef({7}));
   // The first ceil(7/2) = 4 steps are drawn; the other 3 mirror the first 3.
@@ -257,7 +257,7 @@ TEST(Training, StepsAreUniformAndNoiseStandardNormal) {
   const NoiseSchedule schedule{linear_config(10, 1e-4, 0.02)};
   torch::manual_seed(6);
   const torch::Tensor x0 = torch::zeros({20000, 2}, kFloat64);
-  const TrainingExample example = make_training_example(schedule, x0, /*antithetic=*/false);
+  const TrainingExample example = make_training_example(schedule, x0, /*antithetic=*/false, at::make_generator<at::CPUGeneratorImpl>(0));
   const torch::Tensor counts = torch::bincount(example.t, {}, 10).to(torch::kDouble);
   EXPECT_EQ(counts.size(0), 10);
   EXPECT_LT((counts / 20000 - 0.1).abs().max().item<double>(), 0.01);
@@ -268,7 +268,7 @@ TEST(Training, LossUsesTargetAndWeight) {
   const NoiseSchedule schedule{ScheduleConfig{}};
   torch::manual_seed(7);
   const torch::Tensor x0 = torch::randn({4, 3, 2}, kFloat64);
-  const TrainingExample example = make_training_example(schedule, x0, /*antithetic=*/true);
+  const TrainingExample example = make_training_example(schedule, x0, /*antithetic=*/true, at::make_generator<at::CPUGeneratorImpl>(0));
   const torch::Tensor error = torch::randn_like(x0);
   const double expected = error.pow(2).sum().item<double>() / 4;
   EXPECT_NEAR(diffusion_loss(schedule, Prediction::x0, x0 + error, example, x0).item<double>(),
@@ -539,14 +539,14 @@ TEST(Validation, RejectsMismatchedShapes) {
                     "predicted_x0: output has shape [2, 4] but x_t has shape [2, 3]");
   EXPECT_THROW_WITH(predicted_noise(schedule, Prediction::x0, other, x, t), std::invalid_argument,
                     "predicted_noise: output has shape [2, 4] but x_t has shape [2, 3]");
-  const TrainingExample example = make_training_example(schedule, x, false);
+  const TrainingExample example = make_training_example(schedule, x, false, at::make_generator<at::CPUGeneratorImpl>(0));
   EXPECT_THROW_WITH(diffusion_loss(schedule, Prediction::x0, other, example, x),
                     std::invalid_argument,
                     "diffusion_loss: output has shape [2, 4] but x0 has shape [2, 3]");
   EXPECT_THROW_WITH(diffusion_loss(schedule, Prediction::epsilon, other, example, x),
                     std::invalid_argument,
                     "diffusion_loss: output has shape [2, 4] but noise has shape [2, 3]");
-  EXPECT_THROW_WITH(make_training_example(schedule, torch::zeros({}), true), std::invalid_argument,
+  EXPECT_THROW_WITH(make_training_example(schedule, torch::zeros({}), true, at::make_generator<at::CPUGeneratorImpl>(0)), std::invalid_argument,
                     "make_training_example: x0 needs a batch dimension");
 }
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include <gtest/gtest.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include "structdiff/gsdm.h"
@@ -11,6 +12,7 @@
 #include "structdiff/sudoku_model.h"
 #include "structdiff/train.h"
 #include "support/gradcheck.h"
+#include "support/temporary_files.h"
 
 namespace structdiff::gsdm {
 namespace {
@@ -165,7 +167,9 @@ TEST(Gsdm, ObservedValuesAreClampedAtEveryStep) {
   EXPECT_TRUE(torch::equal(result.masked_select(entries), values.masked_select(entries)));
   EXPECT_GE(clamped_steps, 10);
   // An untrained model still returns grids that keep every given.
-  const sudoku::Grid sample = sudoku::solve(trained.model, trained.schedule, {puzzle}, {}).front();
+  sudoku::SolveOptions solve_options;
+  solve_options.generator = at::make_generator<at::CPUGeneratorImpl>(0);
+  const sudoku::Grid sample = sudoku::solve(trained.model, trained.schedule, {puzzle}, solve_options).front();
   for (int c = 0; c < 16; ++c) {
     if (puzzle.cells[c] != sudoku::kBlank) EXPECT_EQ(sample.cells[c], puzzle.cells[c]);
   }
@@ -230,6 +234,86 @@ TEST(GsdmTraining, ResumeContinuesTheSameTrajectory) {
     EXPECT_TRUE(torch::equal(model_a->parameters()[i], model_b->parameters()[i])) << "parameter " << i;
     EXPECT_TRUE(torch::equal(ema_a->parameters()[i], ema_b->parameters()[i])) << "EMA parameter " << i;
   }
+}
+
+// Parameters, then buffers, of two modules of one architecture are equal to the bit.
+void expect_identical(torch::nn::Module& expected, torch::nn::Module& actual) {
+  const auto a = expected.named_parameters(), b = actual.named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& item : a) EXPECT_TRUE(torch::equal(item.value(), b[item.key()])) << item.key();
+  const auto c = expected.named_buffers(), d = actual.named_buffers();
+  ASSERT_EQ(c.size(), d.size());
+  for (const auto& item : c) EXPECT_TRUE(torch::equal(item.value(), d[item.key()])) << item.key();
+}
+
+// A 4x4 Sudoku GSDM trained through the one loop, with validation that samples.
+struct TinySudokuTraining {
+  sudoku::TrainedModel trained, averaged;
+  gsdm::TrainingProblem problem;
+  std::vector<sudoku::Grid> validation;
+  TinySudokuTraining() {
+    gsdm::GsdmConfig config;
+    config.dim = 16;
+    config.blocks = 1;
+    config.heads = 2;
+    const nlohmann::json metadata =
+        sudoku::model_metadata(2, sudoku::GridFamily::broad, config, diffusion::ScheduleConfig{});
+    torch::manual_seed(3);
+    trained = sudoku::build_model(metadata);
+    averaged = sudoku::build_model(metadata);
+    std::mt19937_64 rng(11);
+    for (int i = 0; i < 4; ++i) {
+      validation.push_back(sudoku::observe_random_cells(sudoku::generate_solution(2, rng), 8, rng));
+    }
+    problem.metadata = metadata;
+    problem.make_batch = [](int64_t batch, std::mt19937_64& rng) {
+      sudoku::Batch b = sudoku::make_training_batch(2, batch, rng);
+      return gsdm::TrainingBatch{b.x0, b.observed};
+    };
+    problem.validate = [this](gsdm::Gsdm ema_model) {
+      sudoku::SolveOptions options;
+      options.generator = at::make_generator<at::CPUGeneratorImpl>(5);
+      options.ddim_steps = 3;
+      sudoku::TrainedModel view{2, sudoku::GridFamily::broad, ema_model, trained.schedule};
+      return nlohmann::json{{"valid", sudoku::evaluate(view, validation, options).valid_fraction()}};
+    };
+  }
+  void train(gsdm::TrainingOptions options) {
+    options.batch = 8;
+    options.learning_rate = 1e-3;
+    options.show_progress = false;
+    gsdm::train(trained.model, averaged.model, trained.schedule, problem, options, /*data_seed=*/7);
+  }
+};
+
+TEST(GsdmTraining, ValidationLeavesTheTrainingTrajectoryAlone) {
+  TinySudokuTraining quiet, validated;
+  gsdm::TrainingOptions options;
+  options.steps = 6;
+  quiet.train(options);
+  options.validate_every = 2;
+  validated.train(options);
+  expect_identical(*quiet.trained.model, *validated.trained.model);
+}
+
+TEST(GsdmTraining, HalfThenResumeEqualsStraightRunBitForBit) {
+  TemporaryDirectory directory;
+  gsdm::TrainingOptions options;
+  options.steps = 6;
+  options.validate_every = 2;
+  TinySudokuTraining straight;
+  straight.train(options);
+
+  options.checkpoint_path = directory.file("gsdm.ckpt");
+  options.steps = 3;
+  TinySudokuTraining{}.train(options);
+  TinySudokuTraining resumed;
+  torch::manual_seed(99);  // another process's default generator
+  options.steps = 6;
+  options.resume = true;
+  resumed.train(options);
+  expect_identical(*straight.trained.model, *resumed.trained.model);
+  expect_identical(*straight.averaged.model, *resumed.averaged.model);
 }
 
 }  // namespace

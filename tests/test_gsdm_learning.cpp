@@ -1,5 +1,6 @@
 // A small 4x4 Sudoku GSDM learns, within CI time, to solve most puzzles with half the cells given.
 #include <gtest/gtest.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include "structdiff/gsdm_training.h"
@@ -40,6 +41,7 @@ TEST(GsdmLearning, Small4x4ModelSolvesMostPuzzles) {
   }
   averaged.schedule = trained.schedule;
   sudoku::SolveOptions solve;
+  solve.generator = at::make_generator<at::CPUGeneratorImpl>(0);
   solve.ddim_steps = 20;
   const sudoku::Accuracy accuracy = sudoku::evaluate(averaged, puzzles, solve);
   RecordProperty("valid_fraction", std::to_string(accuracy.valid_fraction()));

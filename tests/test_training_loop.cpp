@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include "structdiff/train.h"
@@ -37,12 +38,15 @@ struct TinyRun {
     t.model = model.ptr().get();
     t.ema_model = averaged.ptr().get();
     t.metadata = {{"kind", "test"}, {"model", {{"hidden", 8}, {"layers", 2}}}};
-    t.loss = [this, on_loss, calls = std::make_shared<int64_t>(0)](std::mt19937_64& rng) {
+    t.loss = [this, on_loss, calls = std::make_shared<int64_t>(0)](std::mt19937_64& rng,
+                                                                    at::Generator& noise) {
       if (on_loss) on_loss(++*calls);
       std::normal_distribution<float> normal;
       std::vector<float> values(16 * 3);
       for (float& v : values) v = normal(rng);
-      const torch::Tensor x = torch::tensor(values).reshape({16, 3}) + 0.1 * torch::randn({16, 3});
+      // Dropout-like draws from libtorch's default generator too: resuming restores both.
+      const torch::Tensor x = torch::tensor(values).reshape({16, 3}) +
+                              0.1 * torch::randn({16, 3}, noise) + 0.01 * torch::randn({16, 3});
       return torch::mse_loss(model->forward(x), x.sum(1, true));
     };
     return t;
@@ -150,8 +154,8 @@ TEST(TrainingLoop, NonFiniteLossStopsAndKeepsTheLastCheckpoint) {
   LoopTask task = setup.task();
   auto finite_loss = task.loss;
   int64_t calls = 0;
-  task.loss = [&](std::mt19937_64& rng) {
-    const torch::Tensor loss = finite_loss(rng);
+  task.loss = [&](std::mt19937_64& rng, at::Generator& noise) {
+    const torch::Tensor loss = finite_loss(rng, noise);
     return ++calls == 5 ? loss * std::numeric_limits<float>::quiet_NaN() : loss;
   };
   LoopOptions o = options(directory, 10);
@@ -230,7 +234,7 @@ TEST(TrainingLoop, WeightDecayShrinksMatricesOnly) {
   TinyRun setup;
   LoopTask task = setup.task();
   // A zero gradient: Adam's step is exactly zero, so only the decoupled decay moves parameters.
-  task.loss = [&](std::mt19937_64&) {
+  task.loss = [&](std::mt19937_64&, at::Generator&) {
     torch::Tensor sum = torch::zeros({});
     for (const auto& p : setup.model->parameters()) sum = sum + 0.0 * p.sum();
     return sum;

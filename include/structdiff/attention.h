@@ -142,13 +142,15 @@ class AttentionImpl : public torch::nn::Module {
   const AttentionConfig& config() const { return config_; }
   // FAVOR+: draws a fresh projection now.
   void redraw_features();
-  int64_t calls_since_redraw() const { return calls_since_redraw_; }
+  int64_t calls_since_redraw() const {
+    return calls_since_redraw_.defined() ? calls_since_redraw_.item<int64_t>() : 0;
+  }
 
  private:
   AttentionConfig config_;
-  torch::Tensor projection_;  // FAVOR+ only
-  at::Generator generator_;
-  int64_t calls_since_redraw_ = 0;
+  // FAVOR+ only, all buffers so that checkpoints carry them and a resumed run redraws exactly
+  // as an uninterrupted one: the projection, the redraw generator's state, the call counter.
+  torch::Tensor projection_, generator_state_, calls_since_redraw_;
 };
 TORCH_MODULE(Attention);
 

@@ -66,9 +66,9 @@ struct TrainingExample {
   torch::Tensor x_t, t, noise;
 };
 // Draws t (antithetic when `antithetic`: the second half of the batch uses T-1-t of the first)
-// and noise, and returns the noised input.
+// and noise from `generator`, and returns the noised input.
 TrainingExample make_training_example(const NoiseSchedule& schedule, const torch::Tensor& x0,
-                                      bool antithetic);
+                                      bool antithetic, at::Generator generator);
 torch::Tensor diffusion_loss(const NoiseSchedule& schedule, Prediction prediction,
                              const torch::Tensor& output, const TrainingExample& example,
                              const torch::Tensor& x0, const torch::Tensor& weight = {});

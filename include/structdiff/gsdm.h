@@ -106,9 +106,10 @@ TORCH_MODULE(Gsdm);
 diffusion::ModelFn conditioned_model(Gsdm model, torch::Tensor observed_nodes,
                                      torch::Tensor observed_values);
 // Mean over the batch of the summed squared x0 error on latent entries (observed ones carry no
-// loss), with antithetic t.
+// loss), with antithetic t; t and the noise come from `generator`.
 torch::Tensor training_loss(Gsdm model, const diffusion::NoiseSchedule& schedule,
-                            const torch::Tensor& x0, const torch::Tensor& observed_nodes);
+                            const torch::Tensor& x0, const torch::Tensor& observed_nodes,
+                            at::Generator generator);
 // One-hot blocks to values: argmax for discrete variables, the value for continuous ones.
 // Returns (batch, nodes) float: discrete entries hold the option index.
 torch::Tensor decode_state(const StateLayout& layout, const graph::GraphicalModel& model,

@@ -44,6 +44,9 @@ struct SolveOptions {
   // than eta = 0 at the same cost (docs/results/gsdm-sudoku.md).
   double ddim_eta = 1.0;
   diffusion::ProgressFn progress;
+  // The starting noise and the sampler's noise; required. Reusing one generator across calls
+  // continues its stream, so a sequence of calls is reproducible from one seed.
+  at::Generator generator;
 };
 // One sample per puzzle, observed cells clamped at every step. Runs without gradients.
 std::vector<Grid> solve(gsdm::Gsdm model, const diffusion::NoiseSchedule& schedule,

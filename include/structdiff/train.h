@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include <ATen/core/Generator.h>
 #include <nlohmann/json.hpp>
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
@@ -45,6 +46,7 @@ struct CheckpointParts {
   torch::nn::Module* model = nullptr;
   torch::optim::Optimizer* optimizer = nullptr;  // optional
   Ema* ema = nullptr;                            // optional
+  at::Generator* noise_generator = nullptr;      // optional: a training run's own torch generator
   int64_t step = 0;
   nlohmann::json metadata;
   // Loading: also restore libtorch's default CPU generator, as resuming training needs; loading
@@ -163,8 +165,9 @@ class TrainingStopped : public std::runtime_error {
 struct LoopTask {
   torch::nn::Module* model = nullptr;      // trained in place
   torch::nn::Module* ema_model = nullptr;  // same architecture; receives the EMA weights
-  // The loss of one freshly drawn batch; `rng` is the data generator, saved in checkpoints.
-  std::function<torch::Tensor(std::mt19937_64& rng)> loss;
+  // The loss of one freshly drawn batch: examples from `data`, diffusion steps and noise from
+  // `noise`. The loop owns both generators and saves them in checkpoints.
+  std::function<torch::Tensor(std::mt19937_64& data, at::Generator& noise)> loss;
   // Metrics of ema_model (already in eval mode); may be empty.
   std::function<nlohmann::json()> validate;
   nlohmann::json metadata;  // stored in checkpoints: what is needed to rebuild the model

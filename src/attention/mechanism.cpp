@@ -46,8 +46,7 @@ std::string mechanism_name(Mechanism mechanism) {
   throw std::invalid_argument("mechanism_name: invalid enum value");
 }
 
-AttentionImpl::AttentionImpl(AttentionConfig config)
-    : config_(std::move(config)), generator_(at::make_generator<at::CPUGeneratorImpl>(config_.seed)) {
+AttentionImpl::AttentionImpl(AttentionConfig config) : config_(std::move(config)) {
   if (config_.head_dim < 1) {
     throw std::invalid_argument("Attention: head_dim must be >= 1, got " +
                                 std::to_string(config_.head_dim));
@@ -62,19 +61,25 @@ AttentionImpl::AttentionImpl(AttentionConfig config)
       throw std::invalid_argument("Attention: num_features must be >= 1, got " +
                                   std::to_string(config_.num_features));
     }
+    at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(config_.seed);
     projection_ = register_buffer(
         "projection", favor_projection(config_.num_features, config_.head_dim,
-                                       config_.orthogonal_features, generator_));
+                                       config_.orthogonal_features, generator));
+    generator_state_ = register_buffer("generator_state", generator.get_state());
+    calls_since_redraw_ = register_buffer("calls_since_redraw", torch::zeros({}, torch::kLong));
   }
 }
 
 void AttentionImpl::redraw_features() {
   if (!is_favor(config_.mechanism)) return;
   torch::NoGradGuard no_grad;
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>();
+  generator.set_state(generator_state_);
   projection_.copy_(favor_projection(config_.num_features, config_.head_dim,
-                                     config_.orthogonal_features, generator_,
+                                     config_.orthogonal_features, generator,
                                      projection_.scalar_type()));
-  calls_since_redraw_ = 0;
+  generator_state_.copy_(generator.get_state());
+  calls_since_redraw_.zero_();
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k,
@@ -102,10 +107,10 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& q, const torch::Tensor
     case Mechanism::favor_softmax:
     case Mechanism::favor_relu: {
       if (is_training() && config_.redraw_interval > 0 &&
-          calls_since_redraw_ >= config_.redraw_interval) {
+          calls_since_redraw() >= config_.redraw_interval) {
         redraw_features();
       }
-      if (is_training()) ++calls_since_redraw_;
+      if (is_training()) calls_since_redraw_.add_(1);
       const FavorKernel kernel =
           m == Mechanism::favor_softmax ? FavorKernel::softmax : FavorKernel::relu;
       torch::Tensor projection = projection_.to(q.device(), q.scalar_type());

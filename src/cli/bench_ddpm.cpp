@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include "cli/command.h"
@@ -57,9 +58,10 @@ Measurement measure(const unet::UNetConfig& config, int64_t batch, const BenchDd
   model.net->train();
   torch::optim::Adam optimizer(model.net->parameters(), torch::optim::AdamOptions(2e-4));
   const torch::Tensor images = torch::rand({batch, config.image_channels, config.image_size, config.image_size});
+  at::Generator noise = at::make_generator<at::CPUGeneratorImpl>(seed);
   auto step = [&] {
     optimizer.zero_grad();
-    ddpm::training_loss(model, ddpm::to_model_space(images)).backward();
+    ddpm::training_loss(model, ddpm::to_model_space(images), noise).backward();
     optimizer.step();
   };
   Measurement result;

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include <nlohmann/json.hpp>
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include "cli/command.h"
@@ -50,10 +51,11 @@ void run(const BenchGsdmOptions& o, const GlobalOptions& global) {
     std::vector<sudoku::Batch> batches;
     for (int64_t i = 0; i < o.train_steps + 2; ++i) batches.push_back(sudoku::make_training_batch(n, o.batch, rng));
     size_t next = 0;
+    at::Generator noise = at::make_generator<at::CPUGeneratorImpl>(global.seed);
     auto step = [&] {
       const sudoku::Batch& batch = batches[next++];
       optimizer.zero_grad();
-      gsdm::training_loss(trained.model, trained.schedule, batch.x0, batch.observed).backward();
+      gsdm::training_loss(trained.model, trained.schedule, batch.x0, batch.observed, noise).backward();
       torch::nn::utils::clip_grad_norm_(trained.model->parameters(), 1.0);
       optimizer.step();
     };
@@ -73,6 +75,7 @@ void run(const BenchGsdmOptions& o, const GlobalOptions& global) {
     }
     auto time_sampler = [&](sudoku::Sampler sampler) {
       sudoku::SolveOptions options;
+      options.generator = at::make_generator<at::CPUGeneratorImpl>(global.seed);
       options.sampler = sampler;
       options.ddim_steps = o.ddim_steps;
       const auto start = Clock::now();

@@ -4,6 +4,7 @@
 #include <random>
 #include <stdexcept>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
@@ -26,8 +27,10 @@ struct SamplingOptions {
   std::string sampler = "ddim";
   int64_t steps = 50;
   double eta = sudoku::SolveOptions{}.ddim_eta;
-  sudoku::SolveOptions solve_options() const {
+  // One generator for all of a command's sampling, seeded by --seed.
+  sudoku::SolveOptions solve_options(uint64_t seed) const {
     sudoku::SolveOptions o;
+    o.generator = at::make_generator<at::CPUGeneratorImpl>(seed);
     o.sampler = sampler == "ancestral" ? sudoku::Sampler::ancestral : sudoku::Sampler::ddim;
     o.ddim_steps = steps;
     o.ddim_eta = eta;
@@ -87,7 +90,10 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
   };
   problem.validate = [&](gsdm::Gsdm ema_model) {
     sudoku::TrainedModel view{n, grids, ema_model, trained.schedule};
+    // Its own generator, restarted each time: validation leaves the training run's streams alone
+    // and scores every checkpoint on the same draws.
     sudoku::SolveOptions options;
+    options.generator = at::make_generator<at::CPUGeneratorImpl>(global.seed + 1000003);
     options.ddim_steps = 20;
     const sudoku::Accuracy a = sudoku::evaluate(view, validation, options);
     return nlohmann::json{{"valid_at_50pct", a.valid_fraction()},
@@ -120,7 +126,7 @@ struct SolveCommand {
 
 // Prints the first valid sample (else the first one); returns whether any was valid.
 bool solve_one(const sudoku::TrainedModel& trained, const sudoku::Grid& puzzle,
-               const SolveCommand& c) {
+               const SolveCommand& c, const sudoku::SolveOptions& options) {
   if (puzzle.n != trained.n) {
     throw std::invalid_argument("the model solves " + std::to_string(trained.n * trained.n) + "x" +
                                 std::to_string(trained.n * trained.n) + " puzzles, this one is " +
@@ -128,7 +134,7 @@ bool solve_one(const sudoku::TrainedModel& trained, const sudoku::Grid& puzzle,
   }
   const std::vector<sudoku::Grid> copies(c.samples, puzzle);
   const std::vector<sudoku::Grid> samples =
-      sudoku::solve(trained.model, trained.schedule, copies, c.sampling.solve_options());
+      sudoku::solve(trained.model, trained.schedule, copies, options);
   size_t chosen = 0;
   int64_t valid = 0;
   for (size_t i = 0; i < samples.size(); ++i) {
@@ -145,7 +151,7 @@ bool solve_one(const sudoku::TrainedModel& trained, const sudoku::Grid& puzzle,
   return valid > 0;
 }
 
-void run_solve(const SolveCommand& c) {
+void run_solve(const SolveCommand& c, const GlobalOptions& global) {
   std::vector<sudoku::Grid> puzzles;
   std::vector<std::string> names;  // where each puzzle came from, for the error message
   if (!c.puzzle.empty()) {
@@ -169,9 +175,10 @@ void run_solve(const SolveCommand& c) {
   }
   if (puzzles.empty()) throw std::invalid_argument("no puzzle given (PUZZLE or --file)");
   const sudoku::TrainedModel trained = sudoku::load_model(c.model_path);
+  const sudoku::SolveOptions options = c.sampling.solve_options(global.seed);
   std::vector<std::string> unsolved;
   for (size_t i = 0; i < puzzles.size(); ++i) {
-    if (!solve_one(trained, puzzles[i], c)) unsolved.push_back(names[i]);
+    if (!solve_one(trained, puzzles[i], c, options)) unsolved.push_back(names[i]);
   }
   if (!unsolved.empty()) {
     std::string list;
@@ -198,9 +205,10 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
   const int cells = trained.n * trained.n * trained.n * trained.n;
   const sudoku::GridFamily grids = c.grids.empty() ? trained.grids : sudoku::parse_grid_family(c.grids);
   std::mt19937_64 rng(global.seed);
+  const sudoku::SolveOptions options = c.sampling.solve_options(global.seed);
   nlohmann::json rows = nlohmann::json::array();
   auto report = [&](const std::string& setting, const std::vector<sudoku::Grid>& puzzles) {
-    const sudoku::Accuracy a = sudoku::evaluate(trained, puzzles, c.sampling.solve_options());
+    const sudoku::Accuracy a = sudoku::evaluate(trained, puzzles, options);
     std::printf("%-26s %5ld puzzles  valid %6.1f%%  violated pairs %.4f  %.3f s/puzzle\n",
                 setting.c_str(), static_cast<long>(a.puzzles), 100.0 * a.valid_fraction(),
                 a.violated_fraction, a.seconds / std::max<int64_t>(1, a.puzzles));
@@ -238,7 +246,7 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
   const sudoku::Grid puzzle = random_puzzles(trained.n == 3 ? 16 : cells / 5).front();
   const std::vector<sudoku::Grid> samples = sudoku::solve(
       trained.model, trained.schedule, std::vector<sudoku::Grid>(c.diversity_samples, puzzle),
-      c.sampling.solve_options());
+      options);
   std::vector<std::vector<int>> distinct;
   int64_t valid = 0;
   for (const auto& s : samples) {
@@ -301,7 +309,7 @@ void register_sudoku(CLI::App& app, const GlobalOptions& global, Action& action)
       ->check(positive())
       ->capture_default_str();
   add_sampling_options(solve, s->sampling);
-  solve->callback([s, &action] { action = [s] { run_solve(*s); }; });
+  solve->callback([s, &global, &action] { action = [s, &global] { run_solve(*s, global); }; });
 
   auto e = std::make_shared<EvalCommand>();
   CLI::App* eval = sudoku->add_subcommand("eval", "Accuracy by observed fraction, diversity");

@@ -31,10 +31,11 @@ torch::Tensor predicted_noise(const NoiseSchedule& schedule, Prediction predicti
 }
 
 TrainingExample make_training_example(const NoiseSchedule& schedule, const torch::Tensor& x0,
-                                      bool antithetic) {
+                                      bool antithetic, at::Generator generator) {
   if (!x0.defined() || x0.dim() < 1) {
     throw std::invalid_argument("make_training_example: x0 needs a batch dimension");
   }
+  if (!generator.defined()) throw std::invalid_argument("make_training_example: needs a generator");
   const int64_t batch = x0.size(0);
   const int64_t steps = schedule.steps();
   const auto step_options = torch::TensorOptions().dtype(torch::kLong).device(x0.device());
@@ -42,12 +43,12 @@ TrainingExample make_training_example(const NoiseSchedule& schedule, const torch
   if (antithetic) {
     // Pairs (t, T-1-t) cover early and late steps together, lowering the loss variance.
     const int64_t drawn = (batch + 1) / 2;
-    const torch::Tensor first = torch::randint(0, steps, {drawn}, step_options);
+    const torch::Tensor first = torch::randint(0, steps, {drawn}, generator, step_options);
     t = torch::cat({first, steps - 1 - first.slice(0, 0, batch - drawn)});
   } else {
-    t = torch::randint(0, steps, {batch}, step_options);
+    t = torch::randint(0, steps, {batch}, generator, step_options);
   }
-  const torch::Tensor noise = torch::randn_like(x0);
+  const torch::Tensor noise = torch::randn(x0.sizes(), generator, x0.options());
   return {schedule.add_noise(x0, noise, t), t, noise};
 }
 

@@ -41,9 +41,9 @@ Model build_model(const nlohmann::json& metadata) {
 torch::Tensor to_model_space(const torch::Tensor& images) { return images * 2.0 - 1.0; }
 torch::Tensor to_image_space(const torch::Tensor& x) { return ((x + 1.0) * 0.5).clamp(0.0, 1.0); }
 
-torch::Tensor training_loss(Model& model, const torch::Tensor& x0) {
+torch::Tensor training_loss(Model& model, const torch::Tensor& x0, at::Generator generator) {
   const diffusion::TrainingExample example =
-      diffusion::make_training_example(model.schedule, x0, /*antithetic=*/false);
+      diffusion::make_training_example(model.schedule, x0, /*antithetic=*/false, std::move(generator));
   const torch::Tensor output = model.net(example.x_t, example.t);
   // diffusion_loss sums over each image; per pixel keeps the scale independent of image size.
   const double pixels = static_cast<double>(x0[0].numel());
@@ -150,11 +150,11 @@ train::LoopResult train(Model& model, Model& averaged, const torch::Tensor& imag
   task.model = model.net.ptr().get();
   task.ema_model = averaged.net.ptr().get();
   task.metadata = model.metadata;
-  task.loss = [&](std::mt19937_64& rng) {
+  task.loss = [&](std::mt19937_64& rng, at::Generator& noise) {
     std::uniform_int_distribution<int64_t> pick(0, count - 1);
     std::vector<int64_t> indices(options.batch);
     for (int64_t& index : indices) index = pick(rng);
-    return training_loss(model, data.index_select(0, torch::tensor(indices)));
+    return training_loss(model, data.index_select(0, torch::tensor(indices)), noise);
   };
   if (held_out != nullptr) {
     task.validate = [&averaged, held_out] {

@@ -317,9 +317,10 @@ diffusion::ModelFn conditioned_model(Gsdm model, torch::Tensor observed_nodes,
 }
 
 torch::Tensor training_loss(Gsdm model, const diffusion::NoiseSchedule& schedule,
-                            const torch::Tensor& x0, const torch::Tensor& observed_nodes) {
+                            const torch::Tensor& x0, const torch::Tensor& observed_nodes,
+                            at::Generator generator) {
   const diffusion::TrainingExample example =
-      diffusion::make_training_example(schedule, x0, /*antithetic=*/true);
+      diffusion::make_training_example(schedule, x0, /*antithetic=*/true, std::move(generator));
   torch::Tensor output = conditioned_model(model, observed_nodes, x0)(example.x_t, example.t);
   torch::Tensor latent = (~model->layout().expand_node_mask(observed_nodes)).to(x0.scalar_type());
   return diffusion::diffusion_loss(schedule, diffusion::Prediction::x0, output, example, x0, latent);

@@ -25,9 +25,9 @@ TrainingResult train(Gsdm model, Gsdm ema_model, const diffusion::NoiseSchedule&
   train::LoopTask task;
   task.model = model.get();
   task.ema_model = ema_model.get();
-  task.loss = [&](std::mt19937_64& rng) {
+  task.loss = [&](std::mt19937_64& rng, at::Generator& noise) {
     TrainingBatch batch = problem.make_batch(options.batch, rng);
-    return training_loss(model, schedule, batch.x0, batch.observed);
+    return training_loss(model, schedule, batch.x0, batch.observed, noise);
   };
   if (problem.validate) task.validate = [&] { return problem.validate(ema_model); };
   task.metadata = problem.metadata;

@@ -85,6 +85,7 @@ Batch make_training_batch(int n, int64_t batch, std::mt19937_64& rng, GridFamily
 
 std::vector<Grid> solve(gsdm::Gsdm model, const diffusion::NoiseSchedule& schedule,
                         const std::vector<Grid>& puzzles, const SolveOptions& options) {
+  if (!options.generator.defined()) throw std::invalid_argument("sudoku::solve needs a generator");
   torch::NoGradGuard no_grad;
   const int n = puzzles.front().n;
   torch::Tensor observed = observed_mask(puzzles);
@@ -96,7 +97,8 @@ std::vector<Grid> solve(gsdm::Gsdm model, const diffusion::NoiseSchedule& schedu
   sampler.prediction = diffusion::Prediction::x0;
   sampler.ddim_eta = options.ddim_eta;
   sampler.progress = options.progress;
-  torch::Tensor noise = torch::randn(values.sizes());
+  sampler.generator = options.generator;
+  torch::Tensor noise = torch::randn(values.sizes(), options.generator);
   torch::Tensor x0 = options.sampler == Sampler::ancestral
                          ? diffusion::sample_ancestral(fn, schedule, noise, sampler)
                          : diffusion::sample_ddim(fn, schedule, noise, options.ddim_steps, sampler);

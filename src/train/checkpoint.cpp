@@ -29,7 +29,9 @@ const std::string kVersionKey = "structdiff_checkpoint_version";
 const std::string kModelKey = "model";
 const std::string kOptimizerKey = "optimizer";
 const std::string kEmaKey = "ema";
+// libtorch's default generator: what modules draw from (initial weights, dropout).
 const std::string kGeneratorKey = "cpu_generator_state";
+const std::string kNoiseGeneratorKey = "noise_generator_state";
 const std::string kStepKey = "step";
 const std::string kMetadataKey = "metadata";
 const std::string kProvenanceKey = "provenance";
@@ -220,6 +222,9 @@ void save_checkpoint(const std::string& path, const CheckpointParts& parts) {
       archive.write(kEmaKey, ema_archive);
     }
     archive.write(kGeneratorKey, default_generator_state());
+    if (parts.noise_generator != nullptr) {
+      archive.write(kNoiseGeneratorKey, parts.noise_generator->get_state());
+    }
     archive.write(kStepKey, torch::tensor(parts.step, torch::kLong));
     archive.write(kMetadataKey, bytes_of(parts.metadata.dump()));
     archive.save_to(temporary);
@@ -255,6 +260,8 @@ void load_checkpoint(const std::string& path, CheckpointParts& parts) {
   }
   if (parts.ema != nullptr) ema_archive = read_part(archive, kEmaKey, path, "EMA weights");
   const torch::Tensor generator_state = read_tensor(archive, kGeneratorKey, path);
+  const torch::Tensor noise_generator_state =
+      parts.noise_generator != nullptr ? read_tensor(archive, kNoiseGeneratorKey, path) : torch::Tensor();
   const int64_t step = read_tensor(archive, kStepKey, path).item<int64_t>();
   nlohmann::json metadata = parse_metadata(archive, path);
 
@@ -277,6 +284,7 @@ void load_checkpoint(const std::string& path, CheckpointParts& parts) {
                              ": EMA weights do not fit: " + message_of(error));
   }
   if (parts.restore_generator) set_default_generator_state(generator_state);
+  if (parts.noise_generator != nullptr) parts.noise_generator->set_state(noise_generator_state);
   parts.step = step;
   parts.metadata = std::move(metadata);
 }

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include "structdiff/train.h"
@@ -172,13 +173,15 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
   torch::optim::AdamW optimizer = make_optimizer(model, options);
   Ema ema(model, options.ema_decay);
   std::mt19937_64 rng(data_seed);
+  at::Generator noise = at::make_generator<at::CPUGeneratorImpl>(data_seed);
   int64_t step = 0;
 
   auto save = [&] {
     if (options.checkpoint_path.empty()) return;
     nlohmann::json metadata = task.metadata;
     metadata["data_rng"] = rng_state(rng);
-    save_checkpoint(options.checkpoint_path, {&model, &optimizer, &ema, step, metadata});
+    CheckpointParts parts{&model, &optimizer, &ema, &noise, step, metadata};
+    save_checkpoint(options.checkpoint_path, parts);
   };
   const bool resuming = options.resume && std::filesystem::exists(options.checkpoint_path);
   if (resuming) {
@@ -186,7 +189,7 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
     if (const auto difference = first_difference(saved, task.metadata, ""); !difference.empty()) {
       throw std::invalid_argument("cannot resume from " + options.checkpoint_path + ": " + difference);
     }
-    CheckpointParts parts{&model, &optimizer, &ema, 0, {}};
+    CheckpointParts parts{&model, &optimizer, &ema, &noise, 0, {}};
     load_checkpoint(options.checkpoint_path, parts);
     step = parts.step;
     restore_rng(rng, parts.metadata.at("data_rng").get<std::string>());
@@ -229,7 +232,7 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
       static_cast<torch::optim::AdamWOptions&>(group.options()).lr(rate);
     }
     optimizer.zero_grad();
-    torch::Tensor loss = task.loss(rng);
+    torch::Tensor loss = task.loss(rng, noise);
     const double value = loss.item<double>();
     stop_unless_finite("loss", value);
     loss.backward();
