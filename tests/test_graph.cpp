@@ -124,6 +124,32 @@ TEST(Theorem31, SudokuRowsWithinABandAreInvariantAcrossBandsNot) {
   EXPECT_FALSE(m.mask_invariant_under({{{"cell", 0}}, {3, 1, 2, 0, 4, 5, 6, 7, 8}}));
 }
 
+// The matrix S of a symmetric relation: S[i,j] and S[j,i] are linked, and v[i] to S[i,i].
+GraphicalModel symmetric_matrix() {
+  GraphicalModel m;
+  m.add_array("S", {3, 3}, VariableType::continuous);
+  m.add_array("v", {3}, VariableType::continuous);
+  for (int64_t i = 0; i < 3; ++i) {
+    m.add_edge({"v", {i}}, {"S", {i, i}});
+    for (int64_t j = i + 1; j < 3; ++j) m.add_edge({"S", {i, j}}, {"S", {j, i}});
+  }
+  return m;
+}
+
+TEST(Theorem31, TwoAxesOfOneArrayArePermutedTogether) {
+  const GraphicalModel m = symmetric_matrix();
+  const std::vector<int64_t> cycle = {1, 2, 0};  // index 0 goes to 1, 1 to 2, 2 to 0
+  // S[r,c] (node 3r+c) goes to S[cycle[r], cycle[c]]; v[i] (node 9+i) stays.
+  EXPECT_EQ(m.node_permutation({{{"S", 0}, {"S", 1}}, cycle}),
+            (std::vector<int64_t>{4, 5, 3, 7, 8, 6, 1, 2, 0, 9, 10, 11}));
+  // Rows and columns together keep S[i,j] - S[j,i]; with v moved too, v[i] - S[i,i] as well.
+  EXPECT_FALSE(m.mask_invariant_under({{{"S", 0}, {"S", 1}}, cycle}));
+  EXPECT_TRUE(m.mask_invariant_under({{{"S", 0}, {"S", 1}, {"v", 0}}, cycle}));
+  EXPECT_FALSE(m.mask_invariant_under({{{"S", 1}, {"v", 0}}, cycle}));  // columns alone do not
+  EXPECT_THROW_WITH(m.node_permutation({{{"S", 0}, {"v", 0}, {"S", 0}}, cycle}), std::invalid_argument,
+                    "axis 0 of array 'S' is listed twice");
+}
+
 TEST(Theorem31, BcmfPlateIndexMustMoveInEveryArray) {
   GraphicalModel m;
   const int64_t k = 3, n = 2, mm = 2;

@@ -33,7 +33,8 @@ struct Element {
 };
 
 // Relabels one index, shared by one or more (array, axis) pairs, e.g. BCMF's plate index k
-// across R, A and K. permutation[i] is where index value i goes.
+// across R, A and K. permutation[i] is where index value i goes. Two axes of one array are both
+// relabelled (a symmetric matrix's rows and columns together); a pair may be listed only once.
 struct IndexPermutation {
   std::vector<std::pair<std::string, int64_t>> axes;
   std::vector<int64_t> permutation;

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <fstream>
+#include <numeric>
 #include <sstream>
 #include <stdexcept>
 
@@ -139,8 +140,6 @@ AttentionPattern GraphicalModel::compile() const {
 }
 
 std::vector<int64_t> GraphicalModel::node_permutation(const IndexPermutation& p) const {
-  std::vector<int64_t> target(num_nodes_);
-  for (int64_t n = 0; n < num_nodes_; ++n) target[n] = n;
   const int64_t extent = static_cast<int64_t>(p.permutation.size());
   std::vector<char> seen(extent, 0);
   for (int64_t value : p.permutation) {
@@ -150,6 +149,8 @@ std::vector<int64_t> GraphicalModel::node_permutation(const IndexPermutation& p)
     }
     seen[value] = 1;
   }
+  // The listed axes grouped by array: all axes of one array are relabelled in the same pass.
+  std::vector<std::pair<const Array*, std::vector<int64_t>>> axes_of_array;
   for (const auto& [name, axis] : p.axes) {
     const Array& a = array(name);
     if (axis < 0 || axis >= static_cast<int64_t>(a.shape.size())) {
@@ -162,9 +163,22 @@ std::vector<int64_t> GraphicalModel::node_permutation(const IndexPermutation& p)
                                   " but the permutation has " + std::to_string(extent) +
                                   " entries");
     }
-    for (int64_t n = a.first_node; n < a.first_node + a.size(); ++n) {
+    auto entry = std::find_if(axes_of_array.begin(), axes_of_array.end(),
+                              [&](const auto& listed) { return listed.first == &a; });
+    if (entry == axes_of_array.end()) entry = axes_of_array.insert(entry, {&a, {}});
+    if (std::find(entry->second.begin(), entry->second.end(), axis) != entry->second.end()) {
+      // Applying the permutation twice to one axis would be a different permutation.
+      throw std::invalid_argument("axis " + std::to_string(axis) + " of array '" + name +
+                                  "' is listed twice");
+    }
+    entry->second.push_back(axis);
+  }
+  std::vector<int64_t> target(num_nodes_);
+  std::iota(target.begin(), target.end(), 0);
+  for (const auto& [a, axes] : axes_of_array) {
+    for (int64_t n = a->first_node; n < a->first_node + a->size(); ++n) {
       Element e = element(n);
-      e.index[axis] = p.permutation[e.index[axis]];
+      for (int64_t axis : axes) e.index[axis] = p.permutation[e.index[axis]];
       target[n] = node(e);
     }
   }
