@@ -258,19 +258,22 @@ TEST(Sudoku, ParseNamesDigitsOutOfRangeWithTheRangeTheSizeTakes) {
                     "(1-4, '.' or '0' for a blank)");
   std::string sixteen(256, '.');
   sixteen[20] = 'h';
-  EXPECT_THROW_WITH(parse(sixteen), std::invalid_argument,
-                    "character 'h' at position 21 (row 2, column 5) is not a digit for a 16x16 grid "
-                    "(1-9 and A-G, '.' or '0' for a blank)");
+  EXPECT_THROW_WITH(
+      parse(sixteen), std::invalid_argument,
+      "character 'h' at position 21 (row 2, column 5) is not a digit for a 16x16 grid "
+      "(1-9 and A-G, '.' or '0' for a blank)");
   std::string twenty_five(625, '.');
   twenty_five[0] = 'Z';
   EXPECT_THROW_WITH(parse(twenty_five), std::invalid_argument, "for a 25x25 grid (1-9 and A-P,");
 }
 
 TEST(Sudoku, ParseRejectsTextThatHoldsNoCellsOrNonCellCharacters) {
-  EXPECT_THROW_WITH(parse(""), std::invalid_argument, "puzzle is empty; expected 16, 81, 256 or 625 cells");
+  EXPECT_THROW_WITH(parse(""), std::invalid_argument,
+                    "puzzle is empty; expected 16, 81, 256 or 625 cells");
   EXPECT_THROW_WITH(parse(" \n\t\r\n"), std::invalid_argument, "puzzle is empty");
-  const std::string accepted = "cell: '.' or '0' for a blank, digits 1-9, letters A-P for larger grids, "
-                               "ASCII whitespace between";
+  const std::string accepted =
+      "cell: '.' or '0' for a blank, digits 1-9, letters A-P for larger grids, "
+      "ASCII whitespace between";
   // Each used to be counted as a cell (or as two, for UTF-8), giving a wrong cell count or a
   // message holding a raw byte.
   EXPECT_THROW_WITH(parse("1.3..4.2.1.3...-"), std::invalid_argument,
