@@ -250,6 +250,61 @@ TEST(Sudoku, ParseErrorsNameTheProblem) {
   EXPECT_THROW_WITH(parse(clash), std::invalid_argument, "row 1 column 1 and row 3 column 3 both hold 1");
 }
 
+TEST(Sudoku, ParseNamesDigitsOutOfRangeWithTheRangeTheSizeTakes) {
+  std::string small(16, '.');
+  small[15] = '5';
+  EXPECT_THROW_WITH(parse(small), std::invalid_argument,
+                    "character '5' at position 16 (row 4, column 4) is not a digit for a 4x4 grid "
+                    "(1-4, '.' or '0' for a blank)");
+  std::string sixteen(256, '.');
+  sixteen[20] = 'h';
+  EXPECT_THROW_WITH(
+      parse(sixteen), std::invalid_argument,
+      "character 'h' at position 21 (row 2, column 5) is not a digit for a 16x16 grid "
+      "(1-9 and A-G, '.' or '0' for a blank)");
+  std::string twenty_five(625, '.');
+  twenty_five[0] = 'Z';
+  EXPECT_THROW_WITH(parse(twenty_five), std::invalid_argument, "for a 25x25 grid (1-9 and A-P,");
+}
+
+TEST(Sudoku, ParseRejectsTextThatHoldsNoCellsOrNonCellCharacters) {
+  EXPECT_THROW_WITH(parse(""), std::invalid_argument,
+                    "puzzle is empty; expected 16, 81, 256 or 625 cells");
+  EXPECT_THROW_WITH(parse(" \n\t\r\n"), std::invalid_argument, "puzzle is empty");
+  const std::string accepted =
+      "cell: '.' or '0' for a blank, digits 1-9, letters A-P for larger grids, "
+      "ASCII whitespace between";
+  // Each used to be counted as a cell (or as two, for UTF-8), giving a wrong cell count or a
+  // message holding a raw byte.
+  EXPECT_THROW_WITH(parse("1.3..4.2.1.3...-"), std::invalid_argument,
+                    "puzzle: character '-' at position 16 is not a " + accepted);
+  EXPECT_THROW_WITH(parse("1.|3.|.4|.2|.1|.3|..|.."), std::invalid_argument,
+                    "puzzle: character '|' at position 3 is not a cell");
+  EXPECT_THROW_WITH(parse("1.3..4.2.1.3..\u00e9"), std::invalid_argument,
+                    "puzzle: character U+00E9 at position 15 is not a cell");
+  EXPECT_THROW_WITH(parse("1.3..4.2.1.3...\uff11"), std::invalid_argument,  // a full-width 1
+                    "puzzle: character U+FF11 at position 16 is not a cell");
+  EXPECT_THROW_WITH(parse("1.3..4.2\u00a0.1.3...."), std::invalid_argument,  // no-break space
+                    "puzzle: character U+00A0 at position 9 is not a cell");
+  EXPECT_THROW_WITH(parse("\ufeff1.3..4.2.1.3...."), std::invalid_argument,  // byte order mark
+                    "puzzle: character U+FEFF at position 1 is not a cell");
+  EXPECT_THROW_WITH(parse("1.3..4.2.1.3...\xe9"), std::invalid_argument,  // Latin-1, not UTF-8
+                    "puzzle: byte 0xE9 at position 16 is not a cell");
+  EXPECT_THROW_WITH(parse("1.3..4.2.1.3...\xc3"), std::invalid_argument,  // UTF-8 cut short
+                    "puzzle: byte 0xC3 at position 16 is not a cell");
+  EXPECT_THROW_WITH(parse(std::string("1.3..4.2.1.3...\0", 16)), std::invalid_argument,
+                    "puzzle: character U+0000 at position 16 is not a cell");
+  EXPECT_THROW_WITH(parse("1.3..4.2.1.3...\x7f"), std::invalid_argument,
+                    "puzzle: character U+007F at position 16 is not a cell");
+  EXPECT_THROW_WITH(parse("1.3..4.2.1.3...." + std::string(1, '.')), std::invalid_argument,
+                    "puzzle has 17 cells; expected 16, 81, 256 or 625");
+}
+
+TEST(Sudoku, ParseAcceptsEveryAsciiWhitespace) {
+  const Grid plain = parse("1.3..4.2.1.3....");
+  EXPECT_EQ(parse(" 1.3.\t.4.2\r\n.1.3\v..\f..\n").cells, plain.cells);
+}
+
 TEST(Sudoku, ViolatedPairsOnHandMadeGrids) {
   EXPECT_EQ(violated_pairs(blank_grid(3)), 0);
   EXPECT_EQ(violated_pairs(parse(kPublishedSolution)), 0);

@@ -15,6 +15,12 @@ namespace structdiff::graph {
 
 enum class VariableType { continuous, discrete };
 
+// Bounds on a model, so that a hostile description fails with a message instead of overflowing
+// or exhausting memory: far above any model this library trains, far below what a machine holds.
+constexpr int64_t kMaxVariables = int64_t{1} << 20;    // nodes over all arrays
+constexpr int64_t kMaxOptions = int64_t{1} << 16;      // values of a discrete variable
+constexpr int64_t kMaxMaskEntries = int64_t{1} << 24;  // attention-mask entries the model implies
+
 struct Array {
   std::string name;
   std::vector<int64_t> shape;  // {} or {1} for a scalar
@@ -33,15 +39,22 @@ struct Element {
 };
 
 // Relabels one index, shared by one or more (array, axis) pairs, e.g. BCMF's plate index k
-// across R, A and K. permutation[i] is where index value i goes.
+// across R, A and K. permutation[i] is where index value i goes. Two axes of one array are both
+// relabelled (a symmetric matrix's rows and columns together); a pair may be listed only once.
 struct IndexPermutation {
   std::vector<std::pair<std::string, int64_t>> axes;
   std::vector<int64_t> permutation;
 };
 
+// The command-line forms of an IndexPermutation (`structdiff gsdm invariance`): "ARRAY:AXIS" and
+// "2,0,1". Numbers are whole decimal integers >= 0; anything else throws std::invalid_argument.
+std::pair<std::string, int64_t> parse_axis(const std::string& text);
+std::vector<int64_t> parse_permutation(const std::string& text);
+
 class GraphicalModel {
  public:
-  // Validation errors throw std::invalid_argument naming the array and index.
+  // Validation errors throw std::invalid_argument naming the array and index; so does passing
+  // kMaxVariables or kMaxMaskEntries (self-edges, both directions of each edge, k(k-1) per factor).
   void add_array(const std::string& name, std::vector<int64_t> shape, VariableType type,
                  int64_t options = 0);
   void add_edge(const Element& from, const Element& to);  // directed
@@ -66,7 +79,8 @@ class GraphicalModel {
   bool mask_invariant_under(const IndexPermutation& permutation) const;
   std::vector<int64_t> node_permutation(const IndexPermutation& permutation) const;
 
-  // JSON description (see docs/gsdm-spec.md). Errors name the offending entry.
+  // JSON description (see docs/gsdm-spec.md). Errors name the offending entry; load also rejects
+  // a key repeated within one object, which from_json cannot see.
   static GraphicalModel from_json(const nlohmann::json& spec);
   static GraphicalModel load(const std::string& path);
 
@@ -77,6 +91,9 @@ class GraphicalModel {
   std::vector<std::vector<int64_t>> factors_;
   std::vector<int64_t> group_of_node_;
   int64_t num_groups_ = 0;
+  int64_t mask_entries_ = 0;  // an upper bound: duplicates are counted
+
+  int64_t mask_entries_left() const { return kMaxMaskEntries - mask_entries_; }
 };
 
 }  // namespace structdiff::graph

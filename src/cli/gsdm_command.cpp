@@ -16,7 +16,7 @@ struct GsdmOptions {
   int sudoku_size = 0;
   std::string png;
   std::vector<std::string> axes;
-  std::vector<int64_t> permutation;
+  std::string permutation;
 };
 
 graph::GraphicalModel load(const GsdmOptions& o) {
@@ -43,16 +43,12 @@ void show_mask(const GsdmOptions& o) {
 }
 
 void check_invariance(const GsdmOptions& o) {
-  const graph::GraphicalModel model = load(o);
   graph::IndexPermutation p;
-  p.permutation = o.permutation;
-  for (const std::string& axis : o.axes) {
-    const auto colon = axis.rfind(':');
-    if (colon == std::string::npos) {
-      throw std::invalid_argument("--axis takes ARRAY:AXIS, got '" + axis + "'");
-    }
-    p.axes.emplace_back(axis.substr(0, colon), std::stoll(axis.substr(colon + 1)));
-  }
+  // The library's parsers, not std::stoll or CLI11's: those read "0x" as 0 and "010" as octal 8.
+  // Their messages start "axis 'R:0x'" and "permutation '1,0x'", naming the option.
+  p.permutation = graph::parse_permutation(o.permutation);
+  for (const std::string& axis : o.axes) p.axes.push_back(graph::parse_axis(axis));
+  const graph::GraphicalModel model = load(o);
   const bool invariant = model.mask_invariant_under(p);
   std::printf("mask %s under this permutation: sharing embeddings over it is %s\n",
               invariant ? "is invariant" : "is NOT invariant", invariant ? "valid" : "not valid");
@@ -86,9 +82,8 @@ void register_gsdm(CLI::App& app, const GlobalOptions& /*global*/, Action& actio
       "invariance", "Check Theorem 3.1: is the mask invariant under an index permutation?");
   add_source_options(inv, *o);
   inv->add_option("--axis", o->axes, "ARRAY:AXIS permuted together (repeatable)")->required();
-  inv->add_option("--permutation", o->permutation, "New position of each index value")
-      ->required()
-      ->delimiter(',');
+  inv->add_option("--permutation", o->permutation, "New position of each index value, e.g. 1,0,2")
+      ->required();
   inv->callback([o, &action] {
     if (o->spec.empty() && o->sudoku_size == 0) throw CLI::ValidationError("invariance", "give --spec or --sudoku");
     action = [o] { check_invariance(*o); };

@@ -1,12 +1,62 @@
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <set>
 #include <stdexcept>
 
 #include "structdiff/graph.h"
 
 namespace structdiff::graph {
 namespace {
+
+// User text as a message shows it: control characters and bytes that are not UTF-8 escaped (a
+// message stays one printable line), texts longer than `max_shown` bytes cut short.
+std::string printable(const std::string& text, size_t max_shown = 60) {
+  std::string out;
+  size_t i = 0;
+  while (i < text.size() && i < max_shown) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    size_t length = byte < 0x80                    ? 1
+                    : byte >= 0xC2 && byte <= 0xDF ? 2
+                    : byte >= 0xE0 && byte <= 0xEF ? 3
+                    : byte >= 0xF0 && byte <= 0xF4 ? 4
+                                                   : 0;
+    for (size_t k = 1; k < length; ++k) {
+      if (i + k >= text.size() || (static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) {
+        length = 0;
+      }
+    }
+    if (length == 0 || byte < 0x20 || byte == 0x7F) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02X", byte);
+      out += escaped;
+      ++i;
+    } else {
+      out.append(text, i, length);
+      i += length;
+    }
+  }
+  return i < text.size() ? out + "..." : out;
+}
+
+std::string single_quoted(const std::string& text, size_t max_shown = 60) {
+  return "'" + printable(text, max_shown) + "'";
+}
+
+std::string past_mask_limit(const std::string& what) {
+  return what + " takes the attention mask past " + std::to_string(kMaxMaskEntries) + " entries";
+}
+
+// Paths are shown whole: a shortened one would not say which file is meant.
+constexpr size_t kWholePath = 4096;
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string text = "[";
@@ -15,8 +65,8 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 }
 
 std::string element_text(const Element& e) {
-  if (e.index.empty()) return e.array;
-  std::string text = e.array + "[";
+  if (e.index.empty()) return printable(e.array);
+  std::string text = printable(e.array) + "[";
   for (size_t i = 0; i < e.index.size(); ++i) text += (i ? "," : "") + std::to_string(e.index[i]);
   return text + "]";
 }
@@ -24,6 +74,74 @@ std::string element_text(const Element& e) {
 // Shape {} and {1} both denote a scalar.
 bool is_scalar(const Array& a) {
   return a.shape.empty() || (a.shape.size() == 1 && a.shape[0] == 1);
+}
+
+// Optimal string alignment distance: insertions, deletions, substitutions and swaps of two
+// neighbours ("shpae" is one edit from "shape").
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] =
+          std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// "; did you mean 'edges'?" when one of `candidates` is close enough to `word` to be its typo.
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
+  constexpr size_t kLongest = 64;  // longer words are no typo, and would cost a large table
+  const std::string* best = nullptr;
+  size_t best_distance = 0;
+  for (const std::string& candidate : candidates) {
+    if (word.size() > kLongest || candidate.size() > kLongest) continue;
+    const size_t distance = edit_distance(word, candidate);
+    if (distance <= std::max<size_t>(2, candidate.size() / 3) &&
+        (!best || distance < best_distance)) {
+      best = &candidate;
+      best_distance = distance;
+    }
+  }
+  return best ? "; did you mean " + single_quoted(*best) + "?" : "";
+}
+
+// A whole decimal integer: an optional '-' and digits, nothing else (no '+', spaces, "0x" or
+// trailing text). nullopt if `text` is not one; one too large for 64 bits throws, `where` first.
+std::optional<int64_t> whole_integer(const std::string& text, const std::string& where) {
+  int64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  if (stop != end || error == std::errc::invalid_argument) return std::nullopt;
+  if (error == std::errc::result_out_of_range) {
+    throw std::invalid_argument(where + ": " + single_quoted(text) +
+                                " is too large for a 64-bit integer");
+  }
+  return value;
+}
+
+std::string trimmed(const std::string& text) {
+  const auto first = text.find_first_not_of(' ');
+  if (first == std::string::npos) return "";
+  return text.substr(first, text.find_last_not_of(' ') - first + 1);
+}
+
+// Splits at every `separator`, keeping empty parts ("1," is two parts, the second empty).
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts{""};
+  for (char c : text) {
+    if (c == separator) {
+      parts.emplace_back();
+    } else {
+      parts.back() += c;
+    }
+  }
+  return parts;
 }
 
 }  // namespace
@@ -37,41 +155,73 @@ int64_t Array::size() const {
 void GraphicalModel::add_array(const std::string& name, std::vector<int64_t> shape,
                                VariableType type, int64_t options) {
   if (name.empty()) throw std::invalid_argument("array name must not be empty");
-  for (const Array& a : arrays_) {
-    if (a.name == name) throw std::invalid_argument("array '" + name + "' is declared twice");
-  }
-  for (size_t axis = 0; axis < shape.size(); ++axis) {
-    if (shape[axis] < 1) {
-      throw std::invalid_argument("array '" + name + "' has extent " + std::to_string(shape[axis]) +
-                                  " on axis " + std::to_string(axis) + "; extents must be >= 1");
+  for (const char c : name) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7F || c == '[' || c == ']') {
+      throw std::invalid_argument("array name " + single_quoted(name) +
+                                  " holds a bracket or control character; element texts could "
+                                  "not name it");
     }
   }
-  if (type == VariableType::discrete && options < 2) {
-    throw std::invalid_argument("discrete array '" + name + "' needs options >= 2, got " +
-                                std::to_string(options));
+  for (const Array& a : arrays_) {
+    if (a.name == name) {
+      throw std::invalid_argument("array " + single_quoted(name) + " is declared twice");
+    }
+  }
+  // Checked one factor at a time: the product of the extents must neither overflow nor pass the
+  // limit (shape [2^32, 2^32] wraps to 0 in 64 bits).
+  int64_t size = 1;
+  for (size_t axis = 0; axis < shape.size(); ++axis) {
+    if (shape[axis] < 1) {
+      throw std::invalid_argument("array " + single_quoted(name) + " has extent " +
+                                  std::to_string(shape[axis]) + " on axis " + std::to_string(axis) +
+                                  "; extents must be >= 1");
+    }
+    if (shape[axis] > kMaxVariables / size) {
+      throw std::invalid_argument(
+          "array " + single_quoted(name) + " with shape " + shape_text(shape) + " has more than " +
+          std::to_string(kMaxVariables) + " variables, the most a model may hold");
+    }
+    size *= shape[axis];
+  }
+  if (size > kMaxVariables - num_nodes_) {
+    throw std::invalid_argument(
+        "array " + single_quoted(name) + " with shape " + shape_text(shape) + " adds " +
+        std::to_string(size) + " variables to the " + std::to_string(num_nodes_) +
+        " before it, more than the " + std::to_string(kMaxVariables) + " a model may hold");
+  }
+  if (type == VariableType::discrete && (options < 2 || options > kMaxOptions)) {
+    throw std::invalid_argument("discrete array " + single_quoted(name) + " needs options in 2.." +
+                                std::to_string(kMaxOptions) + ", got " + std::to_string(options));
   }
   if (type == VariableType::continuous && options != 0) {
-    throw std::invalid_argument("continuous array '" + name + "' takes no options");
+    throw std::invalid_argument("continuous array " + single_quoted(name) + " takes no options");
   }
+  if (size > mask_entries_left()) {  // its self-edges
+    throw std::invalid_argument(past_mask_limit("array " + single_quoted(name)));
+  }
+  mask_entries_ += size;
   Array a{name, std::move(shape), type, options, num_nodes_};
-  num_nodes_ += a.size();
+  num_nodes_ += size;
   group_of_node_.resize(num_nodes_, -1);
   arrays_.push_back(std::move(a));
 }
 
 const Array& GraphicalModel::array(const std::string& name) const {
+  std::vector<std::string> names;
   for (const Array& a : arrays_) {
     if (a.name == name) return a;
+    names.push_back(a.name);
   }
-  throw std::invalid_argument("no array named '" + name + "'");
+  throw std::invalid_argument("no array named " + single_quoted(name) + did_you_mean(name, names));
 }
 
 int64_t GraphicalModel::node(const Element& e) const {
   const Array& a = array(e.array);
   if (e.index.empty() && is_scalar(a)) return a.first_node;
   if (e.index.size() != a.shape.size()) {
-    throw std::invalid_argument("'" + element_text(e) + "': array '" + a.name + "' has shape " +
-                                shape_text(a.shape) + ", so an index needs " +
+    throw std::invalid_argument("'" + element_text(e) + "': array " + single_quoted(a.name) +
+                                " has shape " + shape_text(a.shape) + ", so an index needs " +
                                 std::to_string(a.shape.size()) + " entries");
   }
   int64_t flat = 0;
@@ -79,8 +229,9 @@ int64_t GraphicalModel::node(const Element& e) const {
     if (e.index[axis] < 0 || e.index[axis] >= a.shape[axis]) {
       throw std::invalid_argument("'" + element_text(e) + "': index " +
                                   std::to_string(e.index[axis]) + " out of range for axis " +
-                                  std::to_string(axis) + " of array '" + a.name +
-                                  "' with shape " + shape_text(a.shape));
+                                  std::to_string(axis) + " of array " + single_quoted(a.name) +
+                                  " with shape " + shape_text(a.shape) + "; it takes 0.." +
+                                  std::to_string(a.shape[axis] - 1));
     }
     flat = flat * a.shape[axis] + e.index[axis];
   }
@@ -110,12 +261,23 @@ Element GraphicalModel::element(int64_t node) const {
 }
 
 void GraphicalModel::add_edge(const Element& from, const Element& to) {
-  edges_.emplace_back(node(from), node(to));
+  const int64_t from_node = node(from), to_node = node(to);
+  if (mask_entries_left() < 2) {  // both directions
+    throw std::invalid_argument(
+        past_mask_limit("edge '" + element_text(from) + "' -> '" + element_text(to) + "'"));
+  }
+  mask_entries_ += 2;
+  edges_.emplace_back(from_node, to_node);
 }
 
 void GraphicalModel::add_factor(const std::vector<Element>& members) {
   std::vector<int64_t> nodes;
   for (const Element& e : members) nodes.push_back(node(e));
+  const auto k = static_cast<int64_t>(nodes.size());
+  if (k > 1 && k - 1 > mask_entries_left() / k) {  // k(k-1) entries, compared without overflow
+    throw std::invalid_argument(past_mask_limit("a factor of " + std::to_string(k) + " elements"));
+  }
+  mask_entries_ += k * (k - 1);
   factors_.push_back(std::move(nodes));
 }
 
@@ -139,32 +301,53 @@ AttentionPattern GraphicalModel::compile() const {
 }
 
 std::vector<int64_t> GraphicalModel::node_permutation(const IndexPermutation& p) const {
-  std::vector<int64_t> target(num_nodes_);
-  for (int64_t n = 0; n < num_nodes_; ++n) target[n] = n;
+  if (p.axes.empty()) {
+    throw std::invalid_argument("an index permutation needs an (array, axis) to act on");
+  }
   const int64_t extent = static_cast<int64_t>(p.permutation.size());
   std::vector<char> seen(extent, 0);
   for (int64_t value : p.permutation) {
-    if (value < 0 || value >= extent || seen[value]) {
+    const bool in_range = value >= 0 && value < extent;
+    if (!in_range || seen[value]) {
       throw std::invalid_argument("permutation must hold each of 0.." + std::to_string(extent - 1) +
-                                  " exactly once");
+                                  " exactly once; " + std::to_string(value) +
+                                  (in_range ? " appears twice" : " is out of range"));
     }
     seen[value] = 1;
   }
+  // The listed axes grouped by array: all axes of one array are relabelled in the same pass.
+  std::vector<std::pair<const Array*, std::vector<int64_t>>> axes_of_array;
   for (const auto& [name, axis] : p.axes) {
     const Array& a = array(name);
-    if (axis < 0 || axis >= static_cast<int64_t>(a.shape.size())) {
-      throw std::invalid_argument("array '" + name + "' with shape " + shape_text(a.shape) +
-                                  " has no axis " + std::to_string(axis));
+    const auto rank = static_cast<int64_t>(a.shape.size());
+    if (axis < 0 || axis >= rank) {
+      throw std::invalid_argument(
+          "array " + single_quoted(name) + " with shape " + shape_text(a.shape) + " has no axis " +
+          std::to_string(axis) +
+          (rank == 0 ? "; it is a scalar" : "; its axes are 0.." + std::to_string(rank - 1)));
     }
     if (a.shape[axis] != extent) {
-      throw std::invalid_argument("axis " + std::to_string(axis) + " of array '" + name +
-                                  "' has extent " + std::to_string(a.shape[axis]) +
-                                  " but the permutation has " + std::to_string(extent) +
-                                  " entries");
+      throw std::invalid_argument("axis " + std::to_string(axis) + " of array " +
+                                  single_quoted(name) + " has extent " +
+                                  std::to_string(a.shape[axis]) + " but the permutation has " +
+                                  std::to_string(extent) + " entries");
     }
-    for (int64_t n = a.first_node; n < a.first_node + a.size(); ++n) {
+    auto entry = std::find_if(axes_of_array.begin(), axes_of_array.end(),
+                              [&](const auto& listed) { return listed.first == &a; });
+    if (entry == axes_of_array.end()) entry = axes_of_array.insert(entry, {&a, {}});
+    if (std::find(entry->second.begin(), entry->second.end(), axis) != entry->second.end()) {
+      // Applying the permutation twice to one axis would be a different permutation.
+      throw std::invalid_argument("axis " + std::to_string(axis) + " of array " +
+                                  single_quoted(name) + " is listed twice");
+    }
+    entry->second.push_back(axis);
+  }
+  std::vector<int64_t> target(num_nodes_);
+  std::iota(target.begin(), target.end(), 0);
+  for (const auto& [a, axes] : axes_of_array) {
+    for (int64_t n = a->first_node; n < a->first_node + a->size(); ++n) {
       Element e = element(n);
-      e.index[axis] = p.permutation[e.index[axis]];
+      for (int64_t axis : axes) e.index[axis] = p.permutation[e.index[axis]];
       target[n] = node(e);
     }
   }
@@ -182,164 +365,418 @@ bool GraphicalModel::mask_invariant_under(const IndexPermutation& p) const {
   return true;  // pi is a bijection, so mapping every entry into M means pi M = M
 }
 
+std::pair<std::string, int64_t> parse_axis(const std::string& text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    throw std::invalid_argument("axis " + single_quoted(text) + " is not ARRAY:AXIS, e.g. R:0");
+  }
+  const std::string number = text.substr(colon + 1);
+  const std::optional<int64_t> axis = whole_integer(number, "axis " + single_quoted(text));
+  if (!axis || *axis < 0) {
+    throw std::invalid_argument("axis " + single_quoted(text) + ": " + single_quoted(number) +
+                                " is not an integer >= 0; give ARRAY:AXIS, e.g. R:0");
+  }
+  return {text.substr(0, colon), *axis};
+}
+
+std::vector<int64_t> parse_permutation(const std::string& text) {
+  if (trimmed(text).empty()) {
+    throw std::invalid_argument(
+        "permutation is empty; give the new position of each index value, e.g. 1,0,2");
+  }
+  std::vector<int64_t> permutation;
+  for (const std::string& part : split(text, ',')) {
+    const std::optional<int64_t> value =
+        whole_integer(trimmed(part), "permutation " + single_quoted(text));
+    if (!value || *value < 0) {
+      throw std::invalid_argument("permutation " + single_quoted(text) + ": entry " +
+                                  std::to_string(permutation.size()) + " " + single_quoted(part) +
+                                  " is not an integer >= 0");
+    }
+    permutation.push_back(*value);
+  }
+  return permutation;
+}
+
 // ---- JSON ------------------------------------------------------------------------------------
 
 namespace {
 
-// "name", "name[1,2]" or "name[1,*]" ('*' expands over the whole axis).
-std::vector<Element> parse_elements(const GraphicalModel& model, const std::string& text,
-                                    const std::string& where) {
-  const auto open = text.find('[');
-  Element base{text.substr(0, open), {}};
-  std::vector<Element> out{base};
+using nlohmann::json;
+
+// A JSON value as a message shows it: scalars as written, containers by their brackets.
+std::string json_text(const json& value) {
+  if (value.is_string()) return single_quoted(value.get<std::string>());
+  if (value.is_array()) return "[...]";
+  if (value.is_object()) return "{...}";
+  if (value.is_number_float() && !std::isfinite(value.get<double>())) {
+    return "a number out of range";
+  }
+  return value.dump();
+}
+
+// A JSON list as a message shows it, e.g. [4294967296, 2.7]; long lists cut short.
+std::string json_list_text(const json& list) {
+  constexpr size_t kMaxShown = 8;
+  std::string text = "[";
+  for (size_t i = 0; i < list.size() && i < kMaxShown; ++i) {
+    text += (i ? ", " : "") + json_text(list[i]);
+  }
+  return text + (list.size() > kMaxShown ? ", ...]" : "]");
+}
+
+// Whether `value` is a JSON integer that fits int64_t: 2.7, 2.0, "2" and 2^64 - 1 are not.
+bool is_int64(const json& value) {
+  return value.is_number_integer() &&
+         !(value.is_number_unsigned() &&
+           value.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
+}
+
+// A misspelt key would otherwise be ignored, silently dropping what it was meant to say.
+void reject_unknown_keys(const json& object, const std::vector<std::string>& keys,
+                         const std::string& where) {
+  for (const auto& item : object.items()) {
+    if (std::find(keys.begin(), keys.end(), item.key()) != keys.end()) continue;
+    std::string hint = did_you_mean(item.key(), keys);
+    if (hint.empty()) {
+      hint = "; valid keys are ";
+      for (size_t i = 0; i < keys.size(); ++i) hint += (i ? ", " : "") + keys[i];
+    }
+    throw std::invalid_argument("unknown key " + single_quoted(item.key()) + " in " + where + hint);
+  }
+}
+
+// spec[key], which must be a list if present; an empty list if absent.
+json list_field(const json& spec, const std::string& key) {
+  if (!spec.contains(key)) return json::array();
+  const json& list = spec.at(key);
+  if (!list.is_array()) {
+    throw std::invalid_argument("spec: \"" + key + "\" must be a list, got " + json_text(list));
+  }
+  return list;
+}
+
+void add_array_from_json(GraphicalModel& model, const json& a, const std::string& where) {
+  if (!a.is_object()) {
+    throw std::invalid_argument(
+        where + ": an array is an object like {\"name\": \"x\", \"shape\": [2, 3]}, got " +
+        json_text(a));
+  }
+  reject_unknown_keys(a, {"name", "shape", "type", "options"}, where);
+  if (!a.contains("name") || !a.at("name").is_string()) {
+    throw std::invalid_argument(where + ": needs a \"name\" string");
+  }
+  const std::string name = a.at("name");
+  const std::string here = where + " " + single_quoted(name);
+  std::vector<int64_t> shape;
+  if (a.contains("shape")) {
+    const json& extents = a.at("shape");
+    if (!extents.is_array()) {
+      throw std::invalid_argument(here + ": shape must be a list of extents, got " +
+                                  json_text(extents));
+    }
+    for (size_t axis = 0; axis < extents.size(); ++axis) {
+      if (!is_int64(extents[axis])) {
+        throw std::invalid_argument(here + ": shape " + json_list_text(extents) + " has " +
+                                    json_text(extents[axis]) + " on axis " + std::to_string(axis) +
+                                    "; extents are integers >= 1");
+      }
+      shape.push_back(extents[axis].get<int64_t>());
+    }
+  }
+  VariableType type = VariableType::continuous;
+  if (a.contains("type")) {
+    const json& text = a.at("type");
+    if (text == "discrete") {
+      type = VariableType::discrete;
+    } else if (text != "continuous") {
+      throw std::invalid_argument(here + ": type must be continuous or discrete, got " +
+                                  json_text(text));
+    }
+  }
+  int64_t options = 0;
+  if (a.contains("options")) {
+    if (type == VariableType::continuous) {
+      throw std::invalid_argument(here + ": continuous arrays take no options");
+    }
+    const json& count = a.at("options");
+    if (!is_int64(count)) {
+      throw std::invalid_argument(here + ": options must be an integer in 2.." +
+                                  std::to_string(kMaxOptions) + ", got " + json_text(count));
+    }
+    options = count.get<int64_t>();
+  }
   try {
-    const Array& a = model.array(base.array);
+    model.add_array(name, std::move(shape), type, options);
+  } catch (const std::invalid_argument& error) {
+    throw std::invalid_argument(where + ": " + error.what());
+  }
+}
+
+// "name", "name[1,2]" or "name[1,*]" ('*' expands over the whole axis; spaces around an entry
+// are allowed). More than `max_count` elements (but always one) is an error raised before any is
+// made, so that wildcards cannot exhaust memory.
+std::vector<Element> parse_elements(const GraphicalModel& model, const std::string& text,
+                                    const std::string& where, int64_t max_count) {
+  std::vector<Element> out;
+  try {
+    const auto open = text.find('[');
+    const Array& a = model.array(text.substr(0, open));
+    std::vector<std::vector<int64_t>> values_per_axis;
     if (open == std::string::npos) {
       if (!is_scalar(a)) {
-        throw std::invalid_argument("array '" + a.name + "' has shape " + shape_text(a.shape) +
-                                    "; give an index");
+        throw std::invalid_argument("array " + single_quoted(a.name) + " has shape " +
+                                    shape_text(a.shape) + "; give an index");
       }
-      return out;
-    }
-    if (text.back() != ']') throw std::invalid_argument("missing ']'");
-    std::vector<std::string> parts;
-    std::stringstream inner(text.substr(open + 1, text.size() - open - 2));
-    for (std::string part; std::getline(inner, part, ',');) parts.push_back(part);
-    if (parts.size() != a.shape.size()) {
-      throw std::invalid_argument("array '" + a.name + "' has shape " + shape_text(a.shape) +
-                                  ", so an index needs " + std::to_string(a.shape.size()) +
-                                  " entries");
-    }
-    for (size_t axis = 0; axis < parts.size(); ++axis) {
-      std::vector<int64_t> values;
-      if (parts[axis] == "*") {
-        for (int64_t v = 0; v < a.shape[axis]; ++v) values.push_back(v);
-      } else {
-        size_t used = 0;
-        try {
-          values.push_back(std::stoll(parts[axis], &used));
-        } catch (const std::logic_error&) {
-          used = std::string::npos;
-        }
-        if (used != parts[axis].size()) {
-          throw std::invalid_argument("index '" + parts[axis] + "' is not an integer or '*'");
-        }
+    } else {
+      if (a.shape.empty()) {
+        throw std::invalid_argument("array " + single_quoted(a.name) +
+                                    " is a scalar; name it without an index");
       }
+      if (text.back() != ']' || text.find_first_of("[]", open + 1) != text.size() - 1) {
+        throw std::invalid_argument("an element is name[i,j,...] with one integer or '*' per axis");
+      }
+      const std::vector<std::string> parts =
+          split(text.substr(open + 1, text.size() - open - 2), ',');
+      if (parts.size() != a.shape.size()) {
+        throw std::invalid_argument("array " + single_quoted(a.name) + " has shape " +
+                                    shape_text(a.shape) + ", so an index needs " +
+                                    std::to_string(a.shape.size()) + " entries");
+      }
+      int64_t count = 1;  // at most a.size(), so it cannot overflow
+      for (size_t axis = 0; axis < parts.size(); ++axis) {
+        const std::string part = trimmed(parts[axis]);
+        std::vector<int64_t> values;
+        if (part == "*") {
+          for (int64_t v = 0; v < a.shape[axis]; ++v) values.push_back(v);
+        } else {
+          const std::optional<int64_t> value = whole_integer(part, "index");
+          if (!value) {
+            throw std::invalid_argument("index " + single_quoted(parts[axis]) +
+                                        " is not an integer or '*'");
+          }
+          values.push_back(*value);
+        }
+        count *= static_cast<int64_t>(values.size());
+        values_per_axis.push_back(std::move(values));
+      }
+      if (count > 1 && count > max_count) {
+        throw std::invalid_argument("expands to " + std::to_string(count) +
+                                    " elements; with the attention mask limited to " +
+                                    std::to_string(kMaxMaskEntries) + " entries, at most " +
+                                    std::to_string(max_count) + " fit here");
+      }
+    }
+    out.push_back({a.name, {}});
+    for (const std::vector<int64_t>& values : values_per_axis) {
       std::vector<Element> next;
       for (const Element& e : out) {
         for (int64_t v : values) {
-          Element copy = e;
-          copy.index.push_back(v);
-          next.push_back(copy);
+          next.push_back(e);
+          next.back().index.push_back(v);
         }
       }
       out = std::move(next);
     }
   } catch (const std::invalid_argument& error) {
-    throw std::invalid_argument(where + ": '" + text + "': " + error.what());
+    throw std::invalid_argument(where + ": " + single_quoted(text) + ": " + error.what());
   }
-  for (const Element& e : out) {
-    try {
-      model.node(e);  // range check; its message names the element
-    } catch (const std::invalid_argument& error) {
-      throw std::invalid_argument(where + ": " + error.what());
-    }
+  // Wildcard entries are in range, so the first element has every explicit entry to check.
+  try {
+    model.node(out.front());  // its message names the element
+  } catch (const std::invalid_argument& error) {
+    throw std::invalid_argument(where + ": " + error.what());
   }
   return out;
 }
 
-std::vector<Element> parse_element_list(const GraphicalModel& model, const nlohmann::json& list,
-                                        const std::string& where) {
-  if (!list.is_array()) throw std::invalid_argument(where + " must be a list of elements");
+std::vector<Element> parse_element_list(const GraphicalModel& model, const json& list,
+                                        const std::string& where, int64_t max_count) {
+  if (!list.is_array()) {
+    throw std::invalid_argument(where + " must be a list of elements like \"x[0,1]\", got " +
+                                json_text(list));
+  }
+  if (list.empty()) throw std::invalid_argument(where + " is empty; list at least one element");
   std::vector<Element> out;
-  for (const auto& item : list) {
-    if (!item.is_string()) throw std::invalid_argument(where + ": elements are strings like \"x[0,1]\"");
-    auto part = parse_elements(model, item.get<std::string>(), where);
+  for (const json& item : list) {
+    if (!item.is_string()) {
+      throw std::invalid_argument(where + ": elements are strings like \"x[0,1]\", got " +
+                                  json_text(item));
+    }
+    const int64_t room = max_count - static_cast<int64_t>(out.size());
+    std::vector<Element> part = parse_elements(model, item.get<std::string>(), where, room);
     out.insert(out.end(), part.begin(), part.end());
   }
   return out;
 }
 
+// Names a key repeated within one object, which nlohmann::json would otherwise resolve silently
+// (the last one wins). A parser callback: it follows the parse to say where the object is.
+class DuplicateKeyCheck {
+ public:
+  bool operator()(int /*depth*/, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        open_.push_back({event == json::parse_event_t::object_start, {}, {}, 0});
+        break;
+      case json::parse_event_t::key: {
+        Container& object = open_.back();
+        object.key = parsed.get<std::string>();
+        if (!object.keys.insert(object.key).second) {
+          throw std::invalid_argument("key " + single_quoted(object.key) + " appears twice in " +
+                                      path());
+        }
+        break;
+      }
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        open_.pop_back();
+        value_done();
+        break;
+      case json::parse_event_t::value:
+        value_done();
+        break;
+    }
+    return true;
+  }
+
+ private:
+  struct Container {
+    bool is_object;
+    std::set<std::string> keys;
+    std::string key;      // object: the latest key
+    size_t elements = 0;  // list: values so far
+  };
+
+  void value_done() {
+    if (!open_.empty() && !open_.back().is_object) ++open_.back().elements;
+  }
+
+  // Where the innermost open object is, e.g. "arrays[1]".
+  std::string path() const {
+    std::string text;
+    for (size_t i = 0; i + 1 < open_.size(); ++i) {
+      text += open_[i].is_object ? (text.empty() ? "" : ".") + printable(open_[i].key)
+                                 : "[" + std::to_string(open_[i].elements) + "]";
+    }
+    return text.empty() ? "spec" : text;
+  }
+
+  std::vector<Container> open_;
+};
+
 }  // namespace
 
-GraphicalModel GraphicalModel::from_json(const nlohmann::json& spec) {
-  GraphicalModel model;
-  if (!spec.is_object() || !spec.contains("arrays") || !spec["arrays"].is_array()) {
+GraphicalModel GraphicalModel::from_json(const json& spec) {
+  if (!spec.is_object()) {
+    throw std::invalid_argument("spec: needs an \"arrays\" list in a JSON object, got " +
+                                json_text(spec));
+  }
+  reject_unknown_keys(spec, {"arrays", "edges", "factors", "embedding_groups"}, "spec");
+  if (!spec.contains("arrays") || !spec.at("arrays").is_array()) {
     throw std::invalid_argument("spec: needs an \"arrays\" list");
   }
-  for (size_t i = 0; i < spec["arrays"].size(); ++i) {
-    const auto& a = spec["arrays"][i];
-    const std::string where = "arrays[" + std::to_string(i) + "]";
-    if (!a.is_object() || !a.contains("name") || !a["name"].is_string()) {
-      throw std::invalid_argument(where + ": needs a \"name\" string");
+  const json& arrays = spec.at("arrays");
+  if (arrays.empty()) {
+    throw std::invalid_argument("spec: \"arrays\" is empty; a model needs an array");
+  }
+  GraphicalModel model;
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    add_array_from_json(model, arrays[i], "arrays[" + std::to_string(i) + "]");
+  }
+  const json edges = list_field(spec, "edges");
+  for (size_t i = 0; i < edges.size(); ++i) {
+    const std::string where = "edges[" + std::to_string(i) + "]";
+    const json& edge = edges[i];
+    if (!edge.is_array() || edge.size() != 2 || !edge[0].is_string() || !edge[1].is_string()) {
+      throw std::invalid_argument(where + ": an edge is [from, to], two elements like \"x[0,1]\"");
     }
-    const std::string name = a["name"];
-    std::vector<int64_t> shape;
-    if (a.contains("shape")) {
-      if (!a["shape"].is_array()) throw std::invalid_argument(where + " '" + name + "': shape must be a list");
-      for (const auto& extent : a["shape"]) {
-        if (!extent.is_number_integer()) {
-          throw std::invalid_argument(where + " '" + name + "': shape entries must be integers");
-        }
-        shape.push_back(extent.get<int64_t>());
-      }
-    }
-    const std::string type = a.value("type", "continuous");
-    if (type != "continuous" && type != "discrete") {
-      throw std::invalid_argument(where + " '" + name + "': type must be continuous or discrete, got '" +
-                                  type + "'");
+    // Wildcards expand both ends; every (from, to) pair becomes an edge, two mask entries.
+    const int64_t pairs_left = model.mask_entries_left() / 2;
+    const std::vector<Element> from =
+        parse_elements(model, edge[0].get<std::string>(), where, pairs_left);
+    const std::vector<Element> to = parse_elements(model, edge[1].get<std::string>(), where,
+                                                   pairs_left / static_cast<int64_t>(from.size()));
+    if (from.size() == 1 && to.size() == 1 && model.node(from[0]) == model.node(to[0])) {
+      throw std::invalid_argument(where + ": an edge from '" + element_text(from[0]) +
+                                  "' to itself; every variable attends to itself already");
     }
     try {
-      model.add_array(name, shape,
-                      type == "discrete" ? VariableType::discrete : VariableType::continuous,
-                      a.value("options", int64_t{0}));
+      for (const Element& f : from) {
+        for (const Element& t : to) {
+          if (model.node(f) != model.node(t)) model.add_edge(f, t);  // self-pairs are implied
+        }
+      }
     } catch (const std::invalid_argument& error) {
       throw std::invalid_argument(where + ": " + error.what());
     }
   }
-  const auto& edges = spec.value("edges", nlohmann::json::array());
-  for (size_t i = 0; i < edges.size(); ++i) {
-    const std::string where = "edges[" + std::to_string(i) + "]";
-    if (!edges[i].is_array() || edges[i].size() != 2) {
-      throw std::invalid_argument(where + ": an edge is [from, to]");
-    }
-    // Wildcards expand both ends; every (from, to) pair becomes an edge.
-    for (const Element& from : parse_element_list(model, nlohmann::json::array({edges[i][0]}), where)) {
-      for (const Element& to : parse_element_list(model, nlohmann::json::array({edges[i][1]}), where)) {
-        model.add_edge(from, to);
-      }
-    }
-  }
-  const auto& factors = spec.value("factors", nlohmann::json::array());
+  const json factors = list_field(spec, "factors");
   for (size_t i = 0; i < factors.size(); ++i) {
-    model.add_factor(parse_element_list(model, factors[i], "factors[" + std::to_string(i) + "]"));
+    const std::string where = "factors[" + std::to_string(i) + "]";
+    // A factor of k elements takes k(k-1) mask entries.
+    const auto max_members =
+        static_cast<int64_t>(std::sqrt(static_cast<double>(model.mask_entries_left()))) + 1;
+    const std::vector<Element> members = parse_element_list(model, factors[i], where, max_members);
+    try {
+      model.add_factor(members);
+    } catch (const std::invalid_argument& error) {
+      throw std::invalid_argument(where + ": " + error.what());
+    }
   }
-  const auto& groups = spec.value("embedding_groups", nlohmann::json::array());
+  const json groups = list_field(spec, "embedding_groups");
   for (size_t i = 0; i < groups.size(); ++i) {
     const std::string where = "embedding_groups[" + std::to_string(i) + "]";
+    const std::vector<Element> members =
+        parse_element_list(model, groups[i], where, model.num_nodes());
     try {
-      model.add_embedding_group(parse_element_list(model, groups[i], where));
+      model.add_embedding_group(members);
     } catch (const std::invalid_argument& error) {
-      const std::string message = error.what();
-      throw std::invalid_argument(message.rfind(where, 0) == 0 ? message : where + ": " + message);
+      throw std::invalid_argument(where + ": " + error.what());
     }
   }
   return model;
 }
 
 GraphicalModel GraphicalModel::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::invalid_argument("cannot open graphical model spec '" + path + "'");
-  nlohmann::json spec;
+  std::error_code ignored;
+  if (std::filesystem::is_directory(path, ignored)) {
+    throw std::invalid_argument(single_quoted(path, kWholePath) +
+                                " is a directory, not a graphical model spec");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw std::invalid_argument("cannot open graphical model spec " +
+                                single_quoted(path, kWholePath) + ": " + std::strerror(errno));
+  }
+  if (in.peek() == std::ifstream::traits_type::eof()) {
+    throw std::invalid_argument(
+        single_quoted(path, kWholePath) +
+        " is empty; a graphical model spec is a JSON object (docs/gsdm-spec.md)");
+  }
+  json spec;
+  DuplicateKeyCheck duplicate_keys;
   try {
-    spec = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& error) {
-    throw std::invalid_argument("'" + path + "' is not valid JSON: " + error.what());
+    spec = json::parse(in, [&](int depth, json::parse_event_t event, json& parsed) {
+      return duplicate_keys(depth, event, parsed);
+    });
+  } catch (const json::exception& error) {
+    // A syntax error, or a number too large for a double (1e400). "[json.exception.parse_error.101]
+    // parse error at line 1, ...": the bracketed id says nothing to a user.
+    const std::string message = error.what();
+    const auto id_end = message.find("] ");
+    throw std::invalid_argument(
+        single_quoted(path, kWholePath) + " is not valid JSON: " +
+        printable(id_end == std::string::npos ? message : message.substr(id_end + 2),
+                  message.size()));
+  } catch (const std::invalid_argument& error) {
+    throw std::invalid_argument(printable(path, kWholePath) + ": " + error.what());
   }
   try {
     return from_json(spec);
   } catch (const std::invalid_argument& error) {
-    throw std::invalid_argument(path + ": " + error.what());
+    throw std::invalid_argument(printable(path, kWholePath) + ": " + error.what());
   }
 }
 

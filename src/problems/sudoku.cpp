@@ -1,7 +1,7 @@
 #include "structdiff/sudoku.h"
 
 #include <algorithm>
-#include <cctype>
+#include <cstdio>
 #include <numeric>
 #include <stdexcept>
 
@@ -219,6 +219,46 @@ int digit_of(char c, int side) {
   return digit < side ? digit : kNotADigit;
 }
 
+// The digits a grid of this side takes, as a message lists them: "1-4", "1-9 and A-G".
+std::string digit_range(int side) {
+  if (side <= 9) return "1-" + std::to_string(side);
+  return "1-9 and A-" + std::string(1, symbol(side - 1));
+}
+
+// Names the character at text[at] for a message that must stay one readable line: 'x' for
+// printable ASCII, U+00E9 for anything else that is UTF-8, "byte 0xE9" for a byte that is not.
+std::string character_name(const std::string& text, size_t at) {
+  const auto byte = static_cast<unsigned char>(text[at]);
+  if (byte >= 0x20 && byte < 0x7F) return "character '" + std::string(1, text[at]) + "'";
+  size_t length = byte < 0x80                    ? 1
+                  : byte >= 0xC2 && byte <= 0xDF ? 2
+                  : byte >= 0xE0 && byte <= 0xEF ? 3
+                  : byte >= 0xF0 && byte <= 0xF4 ? 4
+                                                 : 0;
+  uint32_t code_point = length == 1 ? byte : byte & (0x7F >> length);
+  for (size_t k = 1; k < length; ++k) {
+    const auto next = at + k < text.size() ? static_cast<unsigned char>(text[at + k]) : 0;
+    if ((next & 0xC0) != 0x80) {
+      length = 0;
+      break;
+    }
+    code_point = code_point << 6 | (next & 0x3F);
+  }
+  char name[24];
+  if (length == 0) {
+    std::snprintf(name, sizeof name, "byte 0x%02X", byte);
+  } else {
+    std::snprintf(name, sizeof name, "character U+%04X", static_cast<unsigned>(code_point));
+  }
+  return name;
+}
+
+bool is_ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+bool is_cell_symbol(char c) {
+  return c == '.' || (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+}
+
 std::string cell_name(int cell, int side) {
   return "row " + std::to_string(cell / side + 1) + " column " + std::to_string(cell % side + 1);
 }
@@ -287,9 +327,21 @@ Grid generate_solution(int n, std::mt19937_64& rng, GridFamily family) {
 }
 
 Grid parse(const std::string& text) {
+  // Which symbols are digits depends on the size, known only once all are counted; anything that
+  // is no symbol at all is reported first, so that it is not miscounted as a cell.
   std::string symbols;
-  for (char c : text) {
-    if (!std::isspace(static_cast<unsigned char>(c))) symbols += c;
+  for (size_t at = 0; at < text.size(); ++at) {
+    if (is_ascii_space(text[at])) continue;
+    if (!is_cell_symbol(text[at])) {
+      throw std::invalid_argument("puzzle: " + character_name(text, at) + " at position " +
+                                  std::to_string(symbols.size() + 1) +
+                                  " is not a cell: '.' or '0' for a blank, digits 1-9, letters "
+                                  "A-P for larger grids, ASCII whitespace between");
+    }
+    symbols += text[at];
+  }
+  if (symbols.empty()) {
+    throw std::invalid_argument("puzzle is empty; expected 16, 81, 256 or 625 cells");
   }
   Grid grid;
   grid.n = 0;  // until a size matches
@@ -308,7 +360,8 @@ Grid parse(const std::string& text) {
                                   "' at position " + std::to_string(cell + 1) + " (row " +
                                   std::to_string(cell / side + 1) + ", column " +
                                   std::to_string(cell % side + 1) + ") is not a digit for a " +
-                                  dimensions(side) + " grid");
+                                  dimensions(side) + " grid (" + digit_range(side) +
+                                  ", '.' or '0' for a blank)");
     }
     grid.cells.push_back(digit);
   }
