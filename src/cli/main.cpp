@@ -13,7 +13,7 @@
 #include "cli/command.h"
 #include "structdiff/runtime.h"
 #include "structdiff/train.h"
-#include "util/names.h"
+#include "util/text.h"
 
 namespace {
 

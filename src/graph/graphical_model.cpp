@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "structdiff/graph.h"
+#include "util/text.h"
 
 namespace structdiff::graph {
 namespace {
@@ -24,16 +25,7 @@ std::string printable(const std::string& text, size_t max_shown = 60) {
   size_t i = 0;
   while (i < text.size() && i < max_shown) {
     const auto byte = static_cast<unsigned char>(text[i]);
-    size_t length = byte < 0x80                    ? 1
-                    : byte >= 0xC2 && byte <= 0xDF ? 2
-                    : byte >= 0xE0 && byte <= 0xEF ? 3
-                    : byte >= 0xF0 && byte <= 0xF4 ? 4
-                                                   : 0;
-    for (size_t k = 1; k < length; ++k) {
-      if (i + k >= text.size() || (static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) {
-        length = 0;
-      }
-    }
+    const size_t length = utf8_sequence_length(text, i);
     if (length == 0 || byte < 0x20 || byte == 0x7F) {
       char escaped[8];
       std::snprintf(escaped, sizeof escaped, "\\x%02X", byte);
@@ -76,39 +68,10 @@ bool is_scalar(const Array& a) {
   return a.shape.empty() || (a.shape.size() == 1 && a.shape[0] == 1);
 }
 
-// Optimal string alignment distance: insertions, deletions, substitutions and swaps of two
-// neighbours ("shpae" is one edit from "shape").
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    for (size_t j = 1; j <= b.size(); ++j) {
-      d[i][j] =
-          std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-      }
-    }
-  }
-  return d[a.size()][b.size()];
-}
-
 // "; did you mean 'edges'?" when one of `candidates` is close enough to `word` to be its typo.
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
-  constexpr size_t kLongest = 64;  // longer words are no typo, and would cost a large table
-  const std::string* best = nullptr;
-  size_t best_distance = 0;
-  for (const std::string& candidate : candidates) {
-    if (word.size() > kLongest || candidate.size() > kLongest) continue;
-    const size_t distance = edit_distance(word, candidate);
-    if (distance <= std::max<size_t>(2, candidate.size() / 3) &&
-        (!best || distance < best_distance)) {
-      best = &candidate;
-      best_distance = distance;
-    }
-  }
-  return best ? "; did you mean " + single_quoted(*best) + "?" : "";
+  const std::string closest = closest_name(word, candidates);
+  return closest.empty() ? "" : "; did you mean " + single_quoted(closest) + "?";
 }
 
 // A whole decimal integer: an optional '-' and digits, nothing else (no '+', spaces, "0x" or

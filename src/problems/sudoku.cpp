@@ -1,4 +1,5 @@
 #include "structdiff/sudoku.h"
+#include "util/text.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -230,19 +231,10 @@ std::string digit_range(int side) {
 std::string character_name(const std::string& text, size_t at) {
   const auto byte = static_cast<unsigned char>(text[at]);
   if (byte >= 0x20 && byte < 0x7F) return "character '" + std::string(1, text[at]) + "'";
-  size_t length = byte < 0x80                    ? 1
-                  : byte >= 0xC2 && byte <= 0xDF ? 2
-                  : byte >= 0xE0 && byte <= 0xEF ? 3
-                  : byte >= 0xF0 && byte <= 0xF4 ? 4
-                                                 : 0;
+  const size_t length = utf8_sequence_length(text, at);
   uint32_t code_point = length == 1 ? byte : byte & (0x7F >> length);
   for (size_t k = 1; k < length; ++k) {
-    const auto next = at + k < text.size() ? static_cast<unsigned char>(text[at + k]) : 0;
-    if ((next & 0xC0) != 0x80) {
-      length = 0;
-      break;
-    }
-    code_point = code_point << 6 | (next & 0x3F);
+    code_point = code_point << 6 | (static_cast<unsigned char>(text[at + k]) & 0x3F);
   }
   char name[24];
   if (length == 0) {

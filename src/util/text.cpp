@@ -1,4 +1,4 @@
-#include "util/names.h"
+#include "util/text.h"
 
 #include <algorithm>
 
@@ -25,11 +25,13 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 }  // namespace
 
 std::string closest_name(const std::string& word, const std::vector<std::string>& names) {
+  constexpr size_t kLongest = 64;  // longer words are no typo, and would cost a large table
   std::string best;
   size_t best_distance = 0;
   for (const std::string& name : names) {
+    if (word.size() > kLongest || name.size() > kLongest) continue;
     const size_t distance = edit_distance(word, name);
-    const size_t allowed = std::min<size_t>(3, std::max(word.size(), name.size()) / 3);
+    const size_t allowed = std::clamp<size_t>(std::max(word.size(), name.size()) / 3, 1, 3);
     if (distance == 0 || distance > allowed) continue;
     if (best.empty() || distance < best_distance) {
       best = name;
@@ -37,6 +39,19 @@ std::string closest_name(const std::string& word, const std::vector<std::string>
     }
   }
   return best;
+}
+
+size_t utf8_sequence_length(const std::string& text, size_t at) {
+  const auto byte = static_cast<unsigned char>(text[at]);
+  size_t length = byte < 0x80                    ? 1
+                  : byte >= 0xC2 && byte <= 0xDF ? 2
+                  : byte >= 0xE0 && byte <= 0xEF ? 3
+                  : byte >= 0xF0 && byte <= 0xF4 ? 4
+                                                 : 0;
+  for (size_t k = 1; k < length; ++k) {
+    if (at + k >= text.size() || (static_cast<unsigned char>(text[at + k]) & 0xC0) != 0x80) return 0;
+  }
+  return length;
 }
 
 }  // namespace structdiff

@@ -1,0 +1,19 @@
+// Text helpers for messages: "did you mean ...?" for mistyped names (options, subcommands, spec
+// keys), and UTF-8 sequences for naming characters in user text.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace structdiff {
+
+// The name in `names` closest to `word` by edit distance (insertions, deletions, substitutions
+// and swaps of neighbours), if it is close enough to be a likely typo (a third of the longer
+// name's length in edits, at least 1 and at most 3); "" otherwise.
+std::string closest_name(const std::string& word, const std::vector<std::string>& names);
+
+// The length in bytes (1-4) of the well-formed UTF-8 sequence starting at text[at], or 0 if the
+// bytes there are not one.
+size_t utf8_sequence_length(const std::string& text, size_t at);
+
+}  // namespace structdiff
