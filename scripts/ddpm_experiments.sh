@@ -7,13 +7,13 @@
 # OUT_DIR with <attention>.pt, .log (JSONL), .txt (stdout/stderr), .json (eval) and .png (grid).
 # A rerun skips finished cells. Usage:
 #   scripts/ddpm_experiments.sh [--minutes M] [--datasets "fashion-mnist mnist"]
-#     [--attentions "exact favor-softmax favor-relu linear"] [--samples N] [--ddim-steps S]
+#     [--attentions "dense favor-softmax favor-relu linear"] [--samples N] [--ddim-steps S]
 #     [--parallel P] OUT_DIR [extra `ddpm train` options...]
 set -euo pipefail
 
 minutes=10
 datasets="fashion-mnist mnist"
-attentions="exact favor-softmax favor-relu linear"
+attentions="dense favor-softmax favor-relu linear"
 samples=1000
 ddim_steps=50
 parallel=2
@@ -36,17 +36,24 @@ extra=("$@")
 bin=${STRUCTDIFF:-build/src/structdiff}
 export OMP_WAIT_POLICY=PASSIVE
 
+# The recorded configuration (docs/results/ddpm-attention.md), every training option spelled out so
+# that a change of the tool's defaults does not change the experiment; extra options follow them.
+pinned=(--base-channels 16 --channel-mult 1 2 4 --res-blocks 1 --attention-resolutions 14 7
+  --bottleneck-attention dense --heads 4 --head-dim 32 --groups 8 --dropout 0 --favor-features 0
+  --redraw 1000 --batch 32 --lr 1e-3 --lr-decay constant --warmup 200 --clip 1 --ema 0.995
+  --weight-decay 0 --validation-images 256)
+
 cell() {  # DATASET ATTENTION
   local dir=$out/$1 name=$2
   mkdir -p "$dir"
   if [[ ! -f $dir/$name.pt ]]; then
     "$bin" --threads 1 --seed 0 ddpm train --dataset "$1" --attention "$name" \
       --train-steps 1000000 --max-minutes "$minutes" --validate-every 100 \
-      --log "$dir/$name.log" --out "$dir/$name.pt" "${extra[@]}" > "$dir/$name.txt" 2>&1
+      --log "$dir/$name.log" --out "$dir/$name.pt" "${pinned[@]}" "${extra[@]}" > "$dir/$name.txt" 2>&1
   fi
   if [[ ! -f $dir/$name.json ]]; then
     "$bin" --threads 1 --seed 1 ddpm eval --model "$dir/$name.pt" \
-      --classifier "models/classifier-$1.pt" --count "$samples" --steps "$ddim_steps" --eta 0 \
+      --classifier "models/classifier-$1.pt" --count "$samples" --sample-steps "$ddim_steps" --eta 0 \
       --grid "$dir/$name.png" --json "$dir/$name.json" >> "$dir/$name.txt" 2>&1
   fi
   echo "done: $dir/$name"

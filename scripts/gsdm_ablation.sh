@@ -27,6 +27,6 @@ wait
 for model in "$out"/sudoku*.pt; do
   # The table predates stochastic DDIM as the default: deterministic DDIM 50 (eta 0).
   "$bin" --threads 2 --seed 1 sudoku eval --model "$model" --count 64 --no-unique \
-    --sampler ddim --steps 50 --eta 0 --grids broad \
+    --sampler ddim --sample-steps 50 --eta 0 --grids broad \
     --diversity-samples 8 --json "${model%.pt}.eval.json" > "${model%.pt}.eval.txt"
 done

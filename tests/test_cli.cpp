@@ -176,7 +176,7 @@ TEST(Cli, DifformerTrainDatasetDefaults) {
   auto config_of = [](const std::string& arguments) {
     const std::string json_path = temp_path("difformer_train.json");
     std::remove(json_path.c_str());
-    Result r = run("--threads 1 difformer train --model mlp --runs 1 --epochs 1 --no-progress "
+    Result r = run("--threads 1 difformer train --architecture mlp --runs 1 --epochs 1 --no-progress "
                    "--json " + json_path + " " + arguments);
     EXPECT_EQ(r.exit_code, 0) << arguments << ": " << r.output;
     std::ifstream file(json_path);
@@ -214,20 +214,20 @@ TEST(Cli, DdpmTrainSampleEvalAndErrors) {
   const std::string model = temp_path("ddpm_tiny.pt"), grid = temp_path("ddpm_grid.png"),
                     json_path = temp_path("ddpm_eval.json");
   std::filesystem::remove(model);
-  Result r = run("--threads 2 ddpm train --attention favor-relu --features 4 --base-channels 8 "
+  Result r = run("--threads 2 ddpm train --attention favor-relu --favor-features 4 --base-channels 8 "
                  "--groups 4 --channel-mult 1 2 --attention-resolutions 14 --heads 2 --head-dim 4 "
                  "--train-steps 3 --batch 4 --validate-every 3 --out " + model);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("trained 3 steps"), std::string::npos) << r.output;
 
-  r = run("ddpm sample --model " + model + " --count 3 --steps 2 --eta 1 --out " + grid);
+  r = run("ddpm sample --model " + model + " --count 3 --sample-steps 2 --eta 1 --out " + grid);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("sampled 3 images with DDIM 2 steps, eta 1 "), std::string::npos) << r.output;
   EXPECT_TRUE(std::filesystem::exists(grid));
 
   r = run("--threads 2 ddpm eval --model " + model + " --classifier " +
           std::string(STRUCTDIFF_SOURCE_DIR) + "/models/classifier-fashion-mnist.pt --count 20 "
-          "--steps 2 --json " + json_path);
+          "--sample-steps 2 --json " + json_path);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::ifstream file(json_path);
   const nlohmann::json result = nlohmann::json::parse(file);
@@ -243,8 +243,8 @@ TEST(Cli, DdpmTrainSampleEvalAndErrors) {
   for (const std::string& args : std::vector<std::string>{
            "ddpm sample --model " + std::string(STRUCTDIFF_SOURCE_DIR) +
             "/models/classifier-fashion-mnist.pt --count 1",
-        "ddpm sample --model " + model + " --steps 1001",
-        "ddpm sample --model " + model + " --steps 0 --eta 0.5",
+        "ddpm sample --model " + model + " --sample-steps 1001",
+        "ddpm sample --model " + model + " --sample-steps 0 --eta 0.5",
         "ddpm train --attention performer", "ddpm train --dataset mnist --data-dir /nonexistent",
         "ddpm train --train-steps 1 --base-channels 12"}) {
     r = run(args);
@@ -252,9 +252,9 @@ TEST(Cli, DdpmTrainSampleEvalAndErrors) {
     EXPECT_EQ(line_count(r.output), 1) << args << ": " << r.output;
     EXPECT_EQ(r.output.rfind("structdiff: error: ", 0), 0u) << args << ": " << r.output;
   }
-  EXPECT_NE(run("ddpm sample --model " + model + " --steps 1001").output.find("DDIM steps must be in [1, 1000]"),
+  EXPECT_NE(run("ddpm sample --model " + model + " --sample-steps 1001").output.find("DDIM steps must be in [1, 1000]"),
             std::string::npos);
-  EXPECT_NE(run("ddpm sample --model " + model + " --steps 0 --eta 0.5").output.find("eta applies to DDIM"),
+  EXPECT_NE(run("ddpm sample --model " + model + " --sample-steps 0 --eta 0.5").output.find("eta applies to DDIM"),
             std::string::npos);
   EXPECT_NE(run("ddpm train --train-steps 1 --base-channels 12").output.find(
                 "base_channels 12 must be divisible by groups 8"),
@@ -302,7 +302,7 @@ TEST_F(SudokuCli, SolvePrintsAGridAndItsValidity) {
 }
 
 TEST_F(SudokuCli, StochasticDdimTakesEtaInZeroToOne) {
-  Result r = run("sudoku solve --model " + model_ + " --eta 0.5 --steps 5 1.3..4.2.1.3....");
+  Result r = run("sudoku solve --model " + model_ + " --eta 0.5 --sample-steps 5 1.3..4.2.1.3....");
   ASSERT_NE(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("samples valid"), std::string::npos) << r.output;
   r = run("sudoku solve --model " + model_ + " --eta 1.5 1.3..4.2.1.3....");
@@ -316,7 +316,7 @@ TEST_F(SudokuCli, EvalDrawsPuzzlesFromTheModelsGridFamilyUnlessTold) {
   Result r = run("sudoku train --size 4 --dim 16 --blocks 1 --heads 2 --train-steps 2 --grids pattern --out " +
                  pattern_model);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string eval = " --count 2 --diversity-samples 2 --steps 2";
+  const std::string eval = " --count 2 --diversity-samples 2 --sample-steps 2";
   r = run("sudoku eval --model " + pattern_model + eval);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("puzzles from pattern grids (the model was trained on pattern grids)"),
@@ -353,11 +353,24 @@ TEST_F(SudokuCli, BadPuzzlesGetOneLineReasons) {
 }
 
 TEST(Cli, GlobalOptionsStandBeforeOrAfterTheSubcommand) {
-  for (const char* args : {"--threads 1 --seed 3 pattern --workload sudoku9",
-                           "pattern --workload sudoku9 --threads 1 --seed 3"}) {
+  for (const char* args : {"--threads 1 --seed 3 --device cpu pattern --workload sudoku9",
+                           "pattern --workload sudoku9 --threads 1 --seed 3 --device cpu"}) {
     Result r = run(args);
     EXPECT_EQ(r.exit_code, 0) << args << ": " << r.output;
   }
+}
+
+TEST(Cli, DevicesOtherThanTheCpuAreUsageErrorsThatSaySo) {
+  for (const std::string& args : {"--device cuda pattern --workload sudoku9",
+                                  "pattern --workload sudoku9 --device cuda:0"}) {
+    Result r = run(args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_EQ(line_count(r.output), 1) << r.output;
+    EXPECT_TRUE(contains(r.output, "runs its models on the CPU only so far")) << r.output;
+  }
+  Result r = run("--device tpu pattern --workload sudoku9");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.output, "unknown device 'tpu' (cpu)")) << r.output;
 }
 
 TEST(Cli, MistypedNamesGetDidYouMean) {
@@ -382,8 +395,8 @@ TEST(Cli, BadTrainingValuesAreUsageErrorsBeforeAnyWork) {
     std::string args, message;
   };
   for (const Case& c : std::vector<Case>{
-           {"--clip -1", "--clip must be a finite number > 0, got -1"},
-           {"--clip 0", "--clip must be a finite number > 0, got 0"},
+           {"--clip -1", "--clip must be a number > 0 (inf: no clipping), got -1"},
+           {"--clip 0", "--clip must be a number > 0 (inf: no clipping), got 0"},
            {"--train-steps -5", "--train-steps must be >= 1, got -5"},
            {"--lr nan", "--lr must be a finite number > 0, got nan"},
            {"--resume", "--resume needs --checkpoint FILE"},
@@ -450,6 +463,21 @@ TEST(Cli, ModelInfoShowsKindProvenanceAndWeightsHash) {
   EXPECT_TRUE(contains(r.output, "weights_sha256  " + info["weights_sha256"].get<std::string>())) << r.output;
 }
 
+TEST(Cli, DifformerTrainWritesOneModelFilePerRun) {
+  const std::string out = temp_path("node-model.pt");
+  Result r = run("--threads 1 difformer train --dataset csbm --nodes 60 --classes 3 --labels-per-class 2 "
+                 "--validation 10 --architecture difformer --epochs 2 --runs 2 --no-progress --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const std::string& file : {temp_path("node-model-run1.pt"), temp_path("node-model-run2.pt")}) {
+    r = run("model info --json " + file);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const nlohmann::json info = nlohmann::json::parse(r.output);
+    EXPECT_EQ(info["kind"], "difformer");
+    EXPECT_EQ(info["config"]["model"]["diffusivity"], "simple");
+    EXPECT_EQ(info["config"]["dataset"], "csbm");
+  }
+}
+
 // The acceptance check: SIGINT, then --resume, ends with the weights of an
 // uninterrupted run.
 TEST(Cli, InterruptedAndResumedTrainingEqualsAnUninterruptedRun) {
@@ -484,7 +512,12 @@ TEST(Cli, SizesBeyondTheMachineAreRefusedBeforeAllocating) {
     std::string args, message;
   };
   for (const Case& c : std::vector<Case>{
-           {"pattern --builder full --tokens 1000000", "a full pattern of 1000000000000 entries needs 8000.0 GB of memory"},
+           {"pattern --builder full --tokens 100000", "a full pattern of 10000000000 entries needs 80.0 GB of memory"},
+           {"difformer train --dataset csbm --nodes 1000000000 --epochs 1", "a CSBM graph of 1000000000 nodes needs"},
+           {"ddpm sample --model " + std::string(STRUCTDIFF_SOURCE_DIR) + "/models/ddpm-fashion-mnist.pt --count 1000000000 --out " + temp_path("huge.png"),
+            "1000000000 images in batches of"},
+           {"ddpm train --batch 1000000000 --train-steps 1 --out " + temp_path("huge-ddpm.pt"),
+            "a training batch of 1000000000 needs"},
            {"sudoku train --size 4 --batch 1000000000 --out " + temp_path("huge.pt"),
             "a training batch of 1000000000 needs"}}) {
     Result r = run(c.args);

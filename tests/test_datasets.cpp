@@ -115,6 +115,11 @@ TEST(Planetoid, ErrorsNameFileAndLine) {
   write_text(dir.file("features.txt"), "1 0\n0 1\n1 1\n");
   EXPECT_THROW_WITH(read_planetoid_directory(dir.file("")), std::runtime_error,
                     "2 labels for 3 nodes");
+  for (const char* token : {"nan", "-inf", "1e39"}) {
+    write_text(dir.file("features.txt"), std::string("1 0\n0 ") + token + "\n");
+    EXPECT_THROW_WITH(read_planetoid_directory(dir.file("")), std::runtime_error,
+                      std::string("features.txt line 2: '") + token + "' is not a finite float32 number");
+  }
 }
 
 TEST(Csbm, HomophilyCloseToRequested) {

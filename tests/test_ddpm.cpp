@@ -52,10 +52,10 @@ TEST(UNet, OutputMatchesInputShapeForEveryAttentionAndResolution) {
     std::vector<int64_t> multipliers;
   };
   for (const Case& c : {Case{28, {1, 2, 4}}, Case{16, {1, 2, 2, 2}}, Case{12, {1}}}) {
-    for (const std::string& kind : unet::attention_kind_names()) {
+    for (const std::string& kind : unet::attention_names()) {
       unet::UNetConfig config = tiny_config(c.size, c.multipliers);
       config.attention_resolutions = config.resolutions();
-      config.attention = unet::parse_attention_kind(kind);
+      config.attention = unet::parse_attention(kind);
       config.bottleneck_attention = config.attention;
       unet::UNet net(config);
       // The output layer starts at zero; random weights make the output depend on x and t.
@@ -99,8 +99,11 @@ TEST(UNet, ConfigErrorsNameTheField) {
   config.base_channels = 6;
   EXPECT_THROW_WITH(unet::UNet{config}, std::invalid_argument,
                     "base_channels 6 must be divisible by groups 4");
-  EXPECT_THROW_WITH(unet::parse_attention_kind("performer"), std::invalid_argument,
-                    "unknown attention 'performer' (choose exact, favor-softmax, favor-relu, linear)");
+  EXPECT_THROW_WITH(unet::parse_attention("performer"), std::invalid_argument,
+                    "unknown attention 'performer' (choose dense, favor-softmax, favor-relu, linear)");
+  EXPECT_THROW_WITH(unet::parse_attention("sparse"), std::invalid_argument,
+                    "unknown attention 'sparse' (choose dense, favor-softmax, favor-relu, linear)");
+  EXPECT_EQ(unet::parse_attention("exact"), Mechanism::dense);  // the name in older model files
   unet::UNet net(tiny_config());
   EXPECT_THROW_WITH(net(torch::zeros({2, 1, 9, 9}), torch::zeros({2}, torch::kLong)),
                     std::invalid_argument, "U-Net: input must be (batch, 1, 8, 8)");
@@ -108,10 +111,10 @@ TEST(UNet, ConfigErrorsNameTheField) {
 
 TEST(UNet, ConfigRoundTripsThroughJson) {
   unet::UNetConfig config = tiny_config();
-  config.attention = unet::AttentionKind::favor_relu;
+  config.attention = Mechanism::favor_relu;
   config.favor_features = 3;
-  const unet::UNetConfig back = unet::config_from_json(unet::config_to_json(config));
-  EXPECT_EQ(unet::config_to_json(back), unet::config_to_json(config));
+  const unet::UNetConfig back = nlohmann::json(config).get<unet::UNetConfig>();
+  EXPECT_EQ(nlohmann::json(back), nlohmann::json(config));
 }
 
 // A linear schedule's tables computed by hand, independent of NoiseSchedule:
@@ -293,7 +296,8 @@ TEST(Training, TinyModelLossFalls) {
 }
 
 std::string temp_path(const std::string& name) {
-  return (std::filesystem::path(::testing::TempDir()) / ("structdiff_ddpm_" + name)).string();
+  static const TemporaryDirectory directory;
+  return directory.file(name);
 }
 
 TEST(Training, ResumeContinuesTheSameTrajectory) {
@@ -330,7 +334,7 @@ TEST(Training, ResumeContinuesTheSameTrajectory) {
 
 TEST(ModelFile, RoundTripGivesIdenticalOutputs) {
   unet::UNetConfig config = tiny_config();
-  config.attention = unet::AttentionKind::favor_softmax;
+  config.attention = Mechanism::favor_softmax;
   torch::manual_seed(3);
   Model model = tiny_model(config);
   {
@@ -380,7 +384,7 @@ void expect_identical(torch::nn::Module& expected, torch::nn::Module& actual) {
 TEST(DdpmTraining, HalfThenResumeEqualsStraightRunBitForBitWithFavorRedraws) {
   TemporaryDirectory directory;
   unet::UNetConfig config = tiny_config();
-  config.attention = unet::parse_attention_kind("favor-softmax");
+  config.attention = unet::parse_attention("favor-softmax");
   config.redraw_interval = 2;
   config.dropout = 0.1;
   const torch::Tensor images = striped_images(16, 8);

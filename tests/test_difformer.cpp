@@ -1,6 +1,7 @@
 // DIFFormer and its baselines: Theorem 1's energy descent, the GCN normalisation, the GAT path
 // through the sparse kernel, mini-batch training against full-batch training.
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -9,10 +10,39 @@
 #include "structdiff/datasets.h"
 #include "structdiff/difformer.h"
 #include "structdiff/difformer_training.h"
+#include "structdiff/train.h"
+#include "support/expect_throw.h"
 #include "support/gradcheck.h"
+#include "support/temporary_files.h"
 
 namespace structdiff::difformer {
 namespace {
+
+// A CSBM graph of `nodes` nodes, 8 features and `classes` classes, and a split with 5 labelled
+// nodes per class and 15 validation nodes.
+struct SmallGraph {
+  data::NodeDataset dataset;
+  data::Split split;
+};
+SmallGraph small_csbm(int64_t nodes, int64_t classes, double degree = 8.0) {
+  data::CsbmOptions csbm;
+  csbm.nodes = nodes;
+  csbm.classes = classes;
+  csbm.feature_dim = 8;
+  csbm.average_degree = degree;
+  data::NodeDataset dataset = data::make_csbm(csbm, 5);
+  data::Split split = data::semi_supervised_split(dataset.labels, classes, 5, 15, 6);
+  return {std::move(dataset), std::move(split)};
+}
+
+// A network for that graph.
+DIFFormerOptions network_for(const data::NodeDataset& dataset) {
+  DIFFormerOptions network;
+  network.input_dim = dataset.features.size(1);
+  network.num_classes = dataset.num_classes;
+  network.hidden = 16;
+  return network;
+}
 
 torch::Tensor unit_rows(int64_t n, int64_t d) {
   const torch::Tensor z = torch::randn({n, d}, torch::kDouble);
@@ -177,18 +207,11 @@ TEST(DIFFormerConv, GraphAttentionViaSparseKernelEqualsDenseWithPattern) {
 
 // One chunk holding every node (in a random order, with its induced subgraph) is the full graph.
 TEST(NodeTraining, MiniBatchOfTheWholeGraphEqualsFullBatch) {
-  data::CsbmOptions csbm;
-  csbm.nodes = 60;
-  csbm.classes = 3;
-  csbm.feature_dim = 8;
-  csbm.average_degree = 4;
-  const data::NodeDataset dataset = data::make_csbm(csbm, 5);
-  const data::Split split = data::semi_supervised_split(dataset.labels, 3, 5, 15, 6);
+  const SmallGraph graph = small_csbm(60, 3, 4.0);
+  const data::NodeDataset& dataset = graph.dataset;
+  const data::Split& split = graph.split;
   for (Diffusivity diffusivity : {Diffusivity::simple, Diffusivity::graph_attention}) {
-    DIFFormerOptions network;
-    network.input_dim = 8;
-    network.num_classes = 3;
-    network.hidden = 16;
+    DIFFormerOptions network = network_for(dataset);
     network.layers = 2;
     network.diffusivity = diffusivity;
     network.use_graph = diffusivity == Diffusivity::simple;
@@ -197,7 +220,7 @@ TEST(NodeTraining, MiniBatchOfTheWholeGraphEqualsFullBatch) {
     training.show_progress = false;
     std::vector<std::vector<torch::Tensor>> weights;
     std::vector<RunResult> results;
-    for (int64_t batch : {int64_t{0}, csbm.nodes}) {
+    for (int64_t batch : {int64_t{0}, dataset.num_nodes()}) {
       torch::manual_seed(11);
       DIFFormer model(network);
       training.batch_size = batch;
@@ -213,6 +236,99 @@ TEST(NodeTraining, MiniBatchOfTheWholeGraphEqualsFullBatch) {
   }
 }
 
+// Mini-batch training with dropout, stopped in the middle of an epoch and resumed in a fresh
+// model: the weights, the chosen epoch and its accuracies equal those of an uninterrupted run.
+TEST(NodeTraining, HalfThenResumeEqualsStraightRunBitForBit) {
+  const SmallGraph graph = small_csbm(60, 3);
+  const data::NodeDataset& dataset = graph.dataset;
+  const data::Split& split = graph.split;
+  DIFFormerOptions network = network_for(dataset);
+  network.dropout = 0.3;
+  TrainingOptions training;
+  training.epochs = 4;
+  training.batch_size = 25;  // 3 steps an epoch
+  training.show_progress = false;
+  auto run = [&](const TrainingOptions& options) {
+    torch::manual_seed(11);
+    DIFFormer model(network);
+    const RunResult result = train_node_classifier(model, dataset, split, options, 12);
+    return std::make_pair(result, model->parameters());
+  };
+  const auto [straight, straight_weights] = run(training);
+
+  TemporaryDirectory directory;
+  training.checkpoint_path = directory.file("difformer.ckpt");
+  training.stop_after_steps = 7;  // in the third epoch
+  run(training);
+  training.stop_after_steps = 0;
+  training.resume = true;
+  const auto [resumed, resumed_weights] = run(training);
+  EXPECT_EQ(straight.best_epoch, resumed.best_epoch);
+  EXPECT_EQ(straight.best_valid_accuracy, resumed.best_valid_accuracy);
+  EXPECT_EQ(straight.test_accuracy, resumed.test_accuracy);
+  ASSERT_EQ(straight_weights.size(), resumed_weights.size());
+  for (size_t i = 0; i < straight_weights.size(); ++i) {
+    EXPECT_TRUE(torch::equal(straight_weights[i], resumed_weights[i])) << "parameter " << i;
+  }
+}
+
+TEST(DIFFormerModelFile, RoundTripKeepsOptionsWeightsAndTheCallersGenerator) {
+  DIFFormerOptions options;
+  options.input_dim = 5;
+  options.num_classes = 3;
+  options.hidden = 12;
+  options.layers = 3;
+  options.heads = 2;
+  options.diffusivity = Diffusivity::sigmoid;
+  options.simple_norm = DiffusivityNorm::global;
+  options.value_projection = true;
+  options.activation = true;
+  options.tau = 0.25;
+  options.dropout = 0.1;
+  torch::manual_seed(2);
+  DIFFormer model(options);
+  model->eval();
+  TemporaryDirectory directory;
+  const std::string path = directory.file("difformer.pt");
+  save_model(path, model, {{"dataset", "csbm"}, {"test_accuracy", 0.5}});
+
+  torch::manual_seed(5);
+  const torch::Tensor expected = torch::rand({3});
+  torch::manual_seed(5);
+  DIFFormer loaded = load_model(path);
+  EXPECT_TRUE(torch::rand({3}).equal(expected));  // loading drew nothing from it
+  EXPECT_FALSE(loaded->is_training());
+  EXPECT_EQ(nlohmann::json(loaded->options()), nlohmann::json(options));
+  const torch::Tensor features = torch::randn({7, 5});
+  EXPECT_TRUE(loaded->forward(features, nullptr).equal(model->forward(features, nullptr)));
+  EXPECT_EQ(train::model_info(path)["kind"], "difformer");
+  EXPECT_EQ(train::read_checkpoint_metadata(path)["test_accuracy"], 0.5);
+  EXPECT_THROW_WITH(load_model(directory.file("missing.pt")), std::runtime_error, "missing.pt");
+}
+
+TEST(DIFFormerModelFile, UnknownNamesInTheConfigurationAreNamed) {
+  nlohmann::json j = DIFFormerOptions{};
+  j["diffusivity"] = "softmax";
+  EXPECT_THROW_WITH(j.get<DIFFormerOptions>(), std::invalid_argument, "unknown diffusivity 'softmax'");
+  j = DIFFormerOptions{};
+  j["simple_norm"] = "l1";
+  EXPECT_THROW_WITH(j.get<DIFFormerOptions>(), std::invalid_argument, "unknown simple_norm 'l1'");
+}
+
+TEST(NodeTraining, NonFiniteFeaturesAreRefusedBeforeTraining) {
+  const SmallGraph graph = small_csbm(60, 3);
+  const data::NodeDataset& dataset = graph.dataset;
+  const data::Split& split = graph.split;
+  DIFFormer model(network_for(dataset));
+  TrainingOptions training;
+  training.show_progress = false;
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    dataset.features[4][2] = bad;
+    EXPECT_THROW_WITH(train_node_classifier(model, dataset, split, training, 1), std::invalid_argument,
+                      "csbm: the features hold NaN or infinite values");
+  }
+}
+
 TEST(NodeTraining, DIFFormerLearnsAnEasyCsbm) {
   data::CsbmOptions csbm;
   csbm.nodes = 200;
@@ -221,12 +337,8 @@ TEST(NodeTraining, DIFFormerLearnsAnEasyCsbm) {
   csbm.feature_signal = 3.0;
   const data::NodeDataset dataset = data::make_csbm(csbm, 1);
   const data::Split split = data::semi_supervised_split(dataset.labels, 2, 10, 50, 2);
-  DIFFormerOptions network;
-  network.input_dim = 8;
-  network.num_classes = 2;
-  network.hidden = 16;
   torch::manual_seed(3);
-  DIFFormer model(network);
+  DIFFormer model(network_for(dataset));
   TrainingOptions training;
   training.epochs = 30;
   training.show_progress = false;

@@ -7,6 +7,7 @@
 #include "structdiff/graph.h"
 #include "structdiff/sudoku_model.h"
 #include "support/gradcheck.h"
+#include "support/temporary_files.h"
 
 namespace structdiff::graph {
 namespace {
@@ -211,7 +212,8 @@ GraphicalModel parse(const std::string& text) {
 }
 
 std::string write_temp(const std::string& name, const std::string& contents) {
-  const std::string path = ::testing::TempDir() + "test_graph_" + name;  // tests run in parallel
+  static const TemporaryDirectory directory;
+  const std::string path = directory.file(name);
   std::ofstream(path, std::ios::binary) << contents;
   return path;
 }

@@ -11,6 +11,7 @@
 #include "structdiff/gsdm_training.h"
 #include "structdiff/sudoku_model.h"
 #include "structdiff/train.h"
+#include "structdiff/sinusoidal.h"
 #include "support/gradcheck.h"
 #include "support/temporary_files.h"
 
@@ -180,10 +181,11 @@ TEST(Gsdm, ModelFileRoundTripGivesIdenticalOutputs) {
   sudoku::TrainedModel trained = sudoku::build_model(
       sudoku::model_metadata(2, sudoku::GridFamily::pattern, small_config(EmbeddingKind::exchangeable),
                              diffusion::ScheduleConfig{}));
-  const std::string path = ::testing::TempDir() + "gsdm_roundtrip.pt";
+  const TemporaryDirectory directory;
+  const std::string path = directory.file("gsdm_roundtrip.pt");
   sudoku::save_model(path, trained);
   sudoku::TrainedModel loaded = sudoku::load_model(path);
-  EXPECT_EQ(loaded.model->config().to_json(), trained.model->config().to_json());
+  EXPECT_EQ(nlohmann::json(loaded.model->config()), nlohmann::json(trained.model->config()));
   EXPECT_EQ(loaded.grids, sudoku::GridFamily::pattern);
   torch::NoGradGuard no_grad;
   trained.model->eval();
@@ -224,10 +226,9 @@ TEST(GsdmTraining, ResumeContinuesTheSameTrajectory) {
     train(a.model, ema.model, a.schedule, sudoku4_problem(metadata), options, 11);
     return std::make_pair(a.model, ema.model);
   };
-  const std::string straight = ::testing::TempDir() + "straight.pt";
-  const std::string split = ::testing::TempDir() + "split.pt";
-  std::filesystem::remove(straight);
-  std::filesystem::remove(split);
+  const TemporaryDirectory directory;
+  const std::string straight = directory.file("straight.pt");
+  const std::string split = directory.file("split.pt");
   auto [model_a, ema_a] = run(straight, 0);
   auto [model_b, ema_b] = run(split, 2);
   for (size_t i = 0; i < model_a->parameters().size(); ++i) {
@@ -314,6 +315,22 @@ TEST(GsdmTraining, HalfThenResumeEqualsStraightRunBitForBit) {
   resumed.train(options);
   expect_identical(*straight.trained.model, *resumed.trained.model);
   expect_identical(*straight.averaged.model, *resumed.averaged.model);
+}
+
+TEST(SinusoidalEmbedding, MatchesItsFormulaInFloat64) {
+  const torch::Tensor positions = torch::tensor({0.0, 3.0, 999.0});
+  for (FrequencySpacing spacing : {FrequencySpacing::transformer, FrequencySpacing::endpoint}) {
+    const int64_t dim = 43, half = 21;  // odd: the last column is zero padding
+    const double steps = spacing == FrequencySpacing::transformer ? half : half - 1;
+    const torch::Tensor frequencies =
+        torch::exp(-std::log(10000.0) * torch::arange(half, torch::kDouble) / steps);
+    const torch::Tensor angles = positions.to(torch::kDouble).unsqueeze(1) * frequencies.unsqueeze(0);
+    const torch::Tensor expected =
+        torch::cat({torch::sin(angles), torch::cos(angles), torch::zeros({3, 1}, torch::kDouble)}, 1);
+    const torch::Tensor code = sinusoidal_embedding(positions, dim, spacing);
+    ASSERT_EQ(code.sizes(), expected.sizes());
+    EXPECT_TRUE(torch::allclose(code.to(torch::kDouble), expected, 0, 2e-4)) << (code - expected).abs().max();
+  }
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "structdiff/images.h"
 #include "structdiff/train.h"
 #include "support/expect_throw.h"
+#include "support/temporary_files.h"
 
 namespace structdiff::eval {
 namespace {
@@ -147,8 +148,30 @@ TEST_F(FashionSubset, DeterministicAndLeavesTheDefaultGeneratorAlone) {
   EXPECT_FALSE(first->forward(probe).equal(train_classifier(small, options)->forward(probe)));
 }
 
+TEST_F(FashionSubset, HalfThenResumeEqualsStraightRunBitForBit) {
+  ClassifierTraining options;
+  options.epochs = 2;
+  options.batch_size = 64;  // 4 steps an epoch
+  options.progress = false;
+  const data::ImageDataset small = subset(train_, 256);
+  Classifier straight = train_classifier(small, options);
+
+  TemporaryDirectory directory;
+  options.checkpoint_path = directory.file("classifier.ckpt");
+  options.stop_after_steps = 3;  // in the first epoch
+  train_classifier(small, options);
+  options.stop_after_steps = 0;
+  options.resume = true;
+  Classifier resumed = train_classifier(small, options);
+  const auto expected = straight->parameters(), actual = resumed->parameters();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_TRUE(torch::equal(expected[i], actual[i])) << "parameter " << i;
+  }
+}
+
 TEST(Classifier, CheckpointRoundTrip) {
-  const std::string path = ::testing::TempDir() + "structdiff_test_classifier.pt";
+  const TemporaryDirectory directory;
+  const std::string path = directory.file("classifier.pt");
   Classifier model;
   save_classifier(path, model, {{"dataset", "mnist"}, {"test_accuracy", 0.5}});
   const nlohmann::json metadata = train::read_checkpoint_metadata(path);

@@ -14,6 +14,7 @@
 
 #include "structdiff/graph.h"
 #include "structdiff/sudoku.h"
+#include "support/temporary_files.h"
 
 namespace structdiff {
 namespace {
@@ -189,7 +190,8 @@ const std::vector<std::string> kExamples = {"bcmf-small.json", "sudoku4.json"};
 
 TEST(ParserFuzz, MutatedSpecTextsParseOrFailCleanly) {
   std::mt19937_64 rng(20240601);
-  const std::string path = ::testing::TempDir() + "test_parser_fuzz_spec.json";
+  const TemporaryDirectory directory;
+  const std::string path = directory.file("spec.json");
   int parsed = 0;
   for (int iteration = 0; iteration < 5000 && !::testing::Test::HasFailure(); ++iteration) {
     const std::string text = mutate_bytes(

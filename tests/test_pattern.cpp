@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "support/gradcheck.h"
+#include "support/temporary_files.h"
 
 namespace structdiff {
 namespace {
@@ -494,7 +495,8 @@ std::pair<uint32_t, uint32_t> png_size(const std::string& bytes) {
 }
 
 TEST(PatternImage, WritesPng) {
-  const std::string path = ::testing::TempDir() + "structdiff_pattern_small.png";
+  const TemporaryDirectory directory;
+  const std::string path = directory.file("small.png");
   std::remove(path.c_str());
   patterns::causal(20).write_png(path);
   const std::string bytes = read_file(path);
@@ -505,7 +507,8 @@ TEST(PatternImage, WritesPng) {
 }
 
 TEST(PatternImage, DownscalesByAnIntegerFactor) {
-  const std::string path = ::testing::TempDir() + "structdiff_pattern_scaled.png";
+  const TemporaryDirectory directory;
+  const std::string path = directory.file("scaled.png");
   // 250 x 100 with max_side 64: factor ceil(250 / 64) = 4, giving 63 rows by 25 columns.
   patterns::random_per_row(250, 100, 10, 3).write_png(path, 64);
   const std::string bytes = read_file(path);
@@ -516,7 +519,8 @@ TEST(PatternImage, DownscalesByAnIntegerFactor) {
 }
 
 TEST(PatternImage, Errors) {
-  const std::string missing_dir = ::testing::TempDir() + "structdiff_no_such_dir/pattern.png";
+  const TemporaryDirectory directory;
+  const std::string missing_dir = directory.file("no_such_dir/pattern.png");
   EXPECT_THROW_WITH(patterns::full(4, 4).write_png(missing_dir), std::runtime_error,
                     "cannot write PNG " + missing_dir);
   EXPECT_THROW_WITH(patterns::full(4, 4).write_png(missing_dir, 0), std::invalid_argument,

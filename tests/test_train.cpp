@@ -14,6 +14,7 @@
 
 #include "structdiff/train.h"
 #include "support/gradcheck.h"
+#include "support/temporary_files.h"
 
 namespace structdiff::train {
 namespace {
@@ -23,9 +24,9 @@ namespace fs = std::filesystem;
 // A fresh, empty directory per test, so listings see only what the test wrote.
 std::string test_directory() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  static const TemporaryDirectory scratch;  // this process's own, removed at exit
   const fs::path directory =
-      fs::path(::testing::TempDir()) /
-      (std::string("structdiff_train_") + info->test_suite_name() + "_" + info->name());
+      fs::path(scratch.path()) / (std::string(info->test_suite_name()) + "_" + info->name());
   fs::remove_all(directory);
   fs::create_directories(directory);
   return directory.string();

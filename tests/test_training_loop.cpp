@@ -38,7 +38,7 @@ struct TinyRun {
     t.model = model.ptr().get();
     t.ema_model = averaged.ptr().get();
     t.metadata = {{"kind", "test"}, {"model", {{"hidden", 8}, {"layers", 2}}}};
-    t.loss = [this, on_loss, calls = std::make_shared<int64_t>(0)](std::mt19937_64& rng,
+    t.loss = [this, on_loss, calls = std::make_shared<int64_t>(0)](int64_t, std::mt19937_64& rng,
                                                                     at::Generator& noise) {
       if (on_loss) on_loss(++*calls);
       std::normal_distribution<float> normal;
@@ -154,8 +154,8 @@ TEST(TrainingLoop, NonFiniteLossStopsAndKeepsTheLastCheckpoint) {
   LoopTask task = setup.task();
   auto finite_loss = task.loss;
   int64_t calls = 0;
-  task.loss = [&](std::mt19937_64& rng, at::Generator& noise) {
-    const torch::Tensor loss = finite_loss(rng, noise);
+  task.loss = [&](int64_t step, std::mt19937_64& rng, at::Generator& noise) {
+    const torch::Tensor loss = finite_loss(step, rng, noise);
     return ++calls == 5 ? loss * std::numeric_limits<float>::quiet_NaN() : loss;
   };
   LoopOptions o = options(directory, 10);
@@ -179,9 +179,12 @@ TEST(TrainingLoop, OptionsThatCannotTrainAreRefusedByName) {
     return o;
   };
   EXPECT_THROW_WITH(check_loop_options(with([](LoopOptions& o) { o.clip_norm = -1; })),
-                    std::invalid_argument, "--clip must be a finite number > 0, got -1");
+                    std::invalid_argument, "--clip must be a number > 0 (inf: no clipping), got -1");
   EXPECT_THROW_WITH(check_loop_options(with([](LoopOptions& o) { o.clip_norm = 0; })),
-                    std::invalid_argument, "--clip must be a finite number > 0, got 0");
+                    std::invalid_argument, "--clip must be a number > 0 (inf: no clipping), got 0");
+  EXPECT_THROW_WITH(check_loop_options(with([](LoopOptions& o) { o.clip_norm = NAN; })),
+                    std::invalid_argument, "--clip must be a number > 0 (inf: no clipping), got nan");
+  EXPECT_NO_THROW(check_loop_options(with([](LoopOptions& o) { o.clip_norm = INFINITY; })));
   EXPECT_THROW_WITH(check_loop_options(with([](LoopOptions& o) { o.steps = -3; })),
                     std::invalid_argument, "--train-steps must be >= 1, got -3");
   EXPECT_THROW_WITH(check_loop_options(with([](LoopOptions& o) { o.learning_rate = NAN; })),
@@ -234,7 +237,7 @@ TEST(TrainingLoop, WeightDecayShrinksMatricesOnly) {
   TinyRun setup;
   LoopTask task = setup.task();
   // A zero gradient: Adam's step is exactly zero, so only the decoupled decay moves parameters.
-  task.loss = [&](std::mt19937_64&, at::Generator&) {
+  task.loss = [&](int64_t, std::mt19937_64&, at::Generator&) {
     torch::Tensor sum = torch::zeros({});
     for (const auto& p : setup.model->parameters()) sum = sum + 0.0 * p.sum();
     return sum;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/dropout.h>
@@ -31,6 +32,7 @@ enum class Diffusivity {
   full_attention,   // Transformer: softmax(q.k / sqrt(d)) over all pairs (dense_attention)
 };
 std::string diffusivity_name(Diffusivity diffusivity);
+Diffusivity parse_diffusivity(const std::string& name);  // the names above
 
 // The observed graph as the layers consume it, built once per (sub)graph: A + I as an attention
 // pattern and its symmetric normalisation as a sparse matrix.
@@ -97,6 +99,10 @@ struct DIFFormerOptions {
   double dropout = 0.0;
 };
 
+// As every configuration: `nlohmann::json(options)` and `j.get<DIFFormerOptions>()`.
+void to_json(nlohmann::json& j, const DIFFormerOptions& options);
+void from_json(const nlohmann::json& j, DIFFormerOptions& options);
+
 // True when the model reads the observed graph: GCN, GAT, or the graph branch.
 bool needs_graph(const DIFFormerOptions& options);
 
@@ -119,6 +125,13 @@ class DIFFormerImpl : public torch::nn::Module {
   torch::nn::Dropout dropout_{nullptr};
 };
 TORCH_MODULE(DIFFormer);
+
+// Model files (train::save_checkpoint's format, kind "difformer"): the weights, the options and
+// `metadata` (e.g. the dataset and accuracies). load_model rebuilds the model in eval mode and
+// leaves libtorch's default generator as it was; it throws std::runtime_error naming the path
+// when the file is missing, damaged or of another kind.
+void save_model(const std::string& path, DIFFormer& model, const nlohmann::json& metadata);
+DIFFormer load_model(const std::string& path);
 
 // Eq. 4 for DIFFormer-s: ||Z - Z_prev||_F^2 + lambda sum_ij delta(||z_i - z_j||^2) with
 // delta(s) = 2s - s^2/4. Its derivative 2 - s/2 equals 1 + z_i.z_j on unit vectors, the simple

@@ -23,8 +23,9 @@ struct ScheduleConfig {
   double cosine_offset = 0.008;  // cosine (Nichol & Dhariwal), betas clipped at 0.999
 };
 
-nlohmann::json schedule_to_json(const ScheduleConfig& config);
-ScheduleConfig schedule_from_json(const nlohmann::json& j);
+// As every configuration: `nlohmann::json(config)` and `j.get<ScheduleConfig>()`.
+void to_json(nlohmann::json& j, const ScheduleConfig& config);
+void from_json(const nlohmann::json& j, ScheduleConfig& config);
 
 // Precomputed float64 tables, indexed by 0-based t.
 class NoiseSchedule {

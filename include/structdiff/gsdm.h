@@ -34,10 +34,11 @@ struct GsdmConfig {
   // sparse: the graphical model's mask with the fused kernel; gather: the same mask, packed;
   // dense: no mask at all (the unstructured baseline on the same code path).
   Mechanism attention = Mechanism::sparse;
-
-  nlohmann::json to_json() const;
-  static GsdmConfig from_json(const nlohmann::json& j);
 };
+// As every configuration: `nlohmann::json(config)` and `j.get<GsdmConfig>()` (missing or
+// mistyped keys throw).
+void to_json(nlohmann::json& j, const GsdmConfig& config);
+void from_json(const nlohmann::json& j, GsdmConfig& config);
 EmbeddingKind parse_embedding(const std::string& name);  // "IE" | "AE" | "EE"
 NormKind parse_norm(const std::string& name);            // "token" | "group"
 

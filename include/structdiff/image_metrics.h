@@ -42,12 +42,18 @@ TORCH_MODULE(Classifier);
 struct ClassifierTraining {
   int64_t epochs = 5;
   int64_t batch_size = 128;
-  double learning_rate = 1e-3;  // Adam
+  double learning_rate = 1e-3;  // AdamW without decay, i.e. Adam
   uint64_t seed = 0;            // initial weights and batch order
   bool progress = true;         // progress bar on stderr
+  // The loop's checkpoint (every epoch when given) and exact resume; stop_after_steps > 0 stops
+  // (checkpointed) after that many steps in all, as an interruption would.
+  std::string checkpoint_path;
+  bool resume = false;
+  int64_t stop_after_steps = 0;
 };
 
-// Trains a fresh classifier with Adam and cross-entropy on shuffled mini-batches. Deterministic
+// Trains a fresh classifier on the one training loop (AdamW without decay or clipping, i.e.
+// Adam) with cross-entropy on mini-batches shuffled every epoch. Deterministic
 // for a given seed and thread count; leaves libtorch's default generator as it found it.
 // Returns the model in eval mode.
 Classifier train_classifier(const data::ImageDataset& train, const ClassifierTraining& options);

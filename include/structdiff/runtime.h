@@ -14,6 +14,20 @@ int default_threads();
 // Sets libtorch's intra-op thread count (libtorch otherwise uses 1 thread here).
 void set_threads(int threads);
 
+// Restores libtorch's default CPU generator on destruction. Building a module draws its initial
+// weights from that generator; a guard keeps a helper model (an EMA copy, a model about to be
+// overwritten by a file) from shifting the stream the caller's own draws (dropout) come from.
+class DefaultGeneratorGuard {
+ public:
+  DefaultGeneratorGuard();
+  ~DefaultGeneratorGuard();
+  DefaultGeneratorGuard(const DefaultGeneratorGuard&) = delete;
+  DefaultGeneratorGuard& operator=(const DefaultGeneratorGuard&) = delete;
+
+ private:
+  std::shared_ptr<void> state_;  // the saved state tensor, kept opaque to spare includes
+};
+
 // Memory the system can still give this process (MemAvailable of /proc/meminfo), or -1 when
 // unknown.
 int64_t available_memory_bytes();

@@ -47,6 +47,7 @@ struct CheckpointParts {
   torch::optim::Optimizer* optimizer = nullptr;  // optional
   Ema* ema = nullptr;                            // optional
   at::Generator* noise_generator = nullptr;      // optional: a training run's own torch generator
+  torch::nn::Module* task_state = nullptr;       // optional: see LoopTask::state
   int64_t step = 0;
   nlohmann::json metadata;
   // Loading: also restore libtorch's default CPU generator, as resuming training needs; loading
@@ -76,6 +77,19 @@ void set_run_description(const std::string& command_line, uint64_t seed);
 // count and "weights_sha256", a SHA-256 over the model's tensors (names, dtypes, shapes, bytes),
 // computed from the file alone.
 nlohmann::json model_info(const std::string& path);
+// ---- model files: what every model saves to be used later (weights, no training state) ------
+
+// Writes `model`'s weights with `metadata` (its configuration and what the caller records, e.g.
+// accuracies) plus "kind", atomically, in save_checkpoint's format.
+void save_model_file(const std::string& path, const std::string& kind, torch::nn::Module& model,
+                     nlohmann::json metadata);
+// Builds a model with `build` from the metadata of the model file at `path` and loads its
+// weights. Checks the kind first (std::runtime_error naming the path and both kinds), builds
+// without disturbing libtorch's default generator (initial weights draw from it), and leaves the
+// model in eval mode. Returns the metadata.
+nlohmann::json load_model_file(const std::string& path, const std::string& kind,
+                               const std::function<torch::nn::Module&(const nlohmann::json&)>& build);
+
 // Restores what `parts` points at, the generator state (if parts.restore_generator) and
 // parts.step / parts.metadata.
 // Throws std::runtime_error naming the path and the missing or mismatched part.
@@ -136,7 +150,7 @@ struct LoopOptions {
   double weight_decay = 0.0;  // AdamW's decoupled decay, on matrices (dim >= 2) only
   LearningRateDecay decay = LearningRateDecay::constant;
   int64_t warmup_steps = 0;
-  double clip_norm = 1.0;
+  double clip_norm = 1.0;  // infinity: no clipping (the norm is still checked and logged)
   double ema_decay = 0.999;
   int64_t validate_every = 0;    // 0: never
   int64_t checkpoint_every = 0;  // 0: only at the end
@@ -145,6 +159,7 @@ struct LoopOptions {
   std::string log_path;          // JSONL metrics; empty: none
   bool resume = false;           // continue from checkpoint_path if it exists
   bool show_progress = true;
+  std::string progress_label = "train";
 };
 // Throws std::invalid_argument naming the command-line option (--clip, --lr, ...), the accepted
 // range and the value, for options a run cannot use (e.g. --clip 0 would freeze training).
@@ -165,13 +180,24 @@ class TrainingStopped : public std::runtime_error {
 struct LoopTask {
   torch::nn::Module* model = nullptr;      // trained in place
   torch::nn::Module* ema_model = nullptr;  // same architecture; receives the EMA weights
-  // The loss of one freshly drawn batch: examples from `data`, diffusion steps and noise from
-  // `noise`. The loop owns both generators and saves them in checkpoints.
-  std::function<torch::Tensor(std::mt19937_64& data, at::Generator& noise)> loss;
+  // The loss of 0-based step `step` on one freshly drawn batch: examples from `data`, diffusion
+  // steps and noise from `noise`. The loop owns both generators and saves them in checkpoints.
+  // Epoch-based tasks find their place in the epoch from `step` (see epoch_order).
+  std::function<torch::Tensor(int64_t step, std::mt19937_64& data, at::Generator& noise)> loss;
   // Metrics of ema_model (already in eval mode); may be empty.
   std::function<nlohmann::json()> validate;
+  // Optional: what the task itself keeps from step to step (e.g. the best validation weights so
+  // far), as parameters or buffers of a module; checkpoints save and restore it.
+  torch::nn::Module* state = nullptr;
+  // Optional: called after each step with its number (1-based) and wall time (loss, backward,
+  // clipping, update, EMA); returning false ends the run there, as its last step would.
+  std::function<bool(int64_t step, double seconds)> on_step;
   nlohmann::json metadata;  // stored in checkpoints: what is needed to rebuild the model
 };
+
+// Epoch `epoch`'s shuffle of `count` examples: a function of (seed, epoch) alone, so a run
+// resumed in the middle of an epoch sees the same order as an uninterrupted one.
+torch::Tensor epoch_order(int64_t count, uint64_t seed, int64_t epoch);
 
 struct LoopResult {
   int64_t steps_done = 0;      // total, including steps before a resume

@@ -17,11 +17,10 @@
 
 namespace structdiff::unet {
 
-// The attention choices a U-Net offers: "exact" is dense softmax attention.
-enum class AttentionKind { exact, favor_softmax, favor_relu, linear };
-AttentionKind parse_attention_kind(const std::string& name);  // "exact", "favor-softmax", ...
-std::string attention_kind_name(AttentionKind kind);
-std::vector<std::string> attention_kind_names();
+// The mechanisms a U-Net's attention blocks can use (dense, favor-softmax, favor-relu, linear:
+// those that need no pattern), and a parser that refuses the others, naming the choices.
+std::vector<std::string> attention_names();
+Mechanism parse_attention(const std::string& name);
 
 struct UNetConfig {
   int64_t image_channels = 1;
@@ -34,8 +33,8 @@ struct UNetConfig {
   double dropout = 0.1;
   int64_t heads = 4;
   int64_t head_dim = 32;
-  AttentionKind attention = AttentionKind::exact;
-  AttentionKind bottleneck_attention = AttentionKind::exact;
+  Mechanism attention = Mechanism::dense;
+  Mechanism bottleneck_attention = Mechanism::dense;
   int64_t favor_features = 0;                  // 0: d ln d
   int64_t redraw_interval = 1000;              // FAVOR+: training calls between redraws; 0 never
   uint64_t seed = 0;                           // FAVOR+ feature draws
@@ -46,8 +45,10 @@ struct UNetConfig {
   void validate() const;
 };
 
-nlohmann::json config_to_json(const UNetConfig& config);
-UNetConfig config_from_json(const nlohmann::json& j);
+// As every configuration: `nlohmann::json(config)` and `j.get<UNetConfig>()`; files that name
+// dense attention "exact" still load.
+void to_json(nlohmann::json& j, const UNetConfig& config);
+void from_json(const nlohmann::json& j, UNetConfig& config);
 
 // ResNet block: GN-SiLU-conv3x3, + projected time embedding, GN-SiLU-dropout-conv3x3, residual
 // (1x1 convolution when the channel count changes).
@@ -108,8 +109,5 @@ class UNetImpl : public torch::nn::Module {
   AttentionBlock middle_attention_{nullptr};
 };
 TORCH_MODULE(UNet);
-
-// Sinusoidal embedding of integer steps: (batch,) -> (batch, dim), sin then cos halves.
-torch::Tensor timestep_embedding(const torch::Tensor& t, int64_t dim);
 
 }  // namespace structdiff::unet

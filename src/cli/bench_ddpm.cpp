@@ -1,6 +1,8 @@
 // `structdiff bench ddpm`: training steps/s and peak memory of the DDPM U-Net against batch size
 // for each attention mechanism (the Performer report's Figure 1), in one run.
+#include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,7 @@
 #include "cli/command.h"
 #include "structdiff/ddpm.h"
 #include "structdiff/runtime.h"
+#include "structdiff/train.h"
 
 namespace structdiff::cli {
 namespace {
@@ -35,7 +38,7 @@ struct BenchDdpmOptions {
 };
 
 std::vector<Variant> variants(const BenchDdpmOptions& o) {
-  const std::vector<Variant> all = {{"exact", 0},      {"favor-softmax", 1}, {"favor-softmax", 0},
+  const std::vector<Variant> all = {{"dense", 0},      {"favor-softmax", 1}, {"favor-softmax", 0},
                                     {"favor-relu", 1}, {"favor-relu", 0},    {"linear", 0}};
   if (o.attentions.empty()) return all;
   std::vector<Variant> chosen;
@@ -51,28 +54,42 @@ struct Measurement {
   double ms = 0, peak_mb = 0;
 };
 
+// Steps of the one training loop (forward, backward, clipping, AdamW, EMA) on one fixed batch:
+// a warm-up step, then at least o.min_reps more until o.max_seconds have passed. The peak spans
+// the whole run; it is reached in the first step, which allocates the optimizer's state.
 Measurement measure(const unet::UNetConfig& config, int64_t batch, const BenchDdpmOptions& o,
                     uint64_t seed) {
   torch::manual_seed(seed);
-  ddpm::Model model = ddpm::build_model(ddpm::model_metadata(config, ddpm::default_schedule()));
-  model.net->train();
-  torch::optim::Adam optimizer(model.net->parameters(), torch::optim::AdamOptions(2e-4));
-  const torch::Tensor images = torch::rand({batch, config.image_channels, config.image_size, config.image_size});
-  at::Generator noise = at::make_generator<at::CPUGeneratorImpl>(seed);
-  auto step = [&] {
-    optimizer.zero_grad();
-    ddpm::training_loss(model, ddpm::to_model_space(images), noise).backward();
-    optimizer.step();
+  const nlohmann::json metadata = ddpm::model_metadata(config, ddpm::default_schedule());
+  ddpm::Model model = ddpm::build_model(metadata);
+  ddpm::Model averaged = ddpm::build_model(metadata);
+  const torch::Tensor images =
+      ddpm::to_model_space(torch::rand({batch, config.image_channels, config.image_size, config.image_size}));
+  std::vector<double> step_ms;
+  double measured_seconds = 0;
+  train::LoopTask task;
+  task.model = model.net.ptr().get();
+  task.ema_model = averaged.net.ptr().get();
+  task.loss = [&](int64_t, std::mt19937_64&, at::Generator& noise) {
+    return ddpm::training_loss(model, images, noise);
   };
+  task.on_step = [&](int64_t step, double seconds) {
+    if (step == 1) return true;
+    step_ms.push_back(1e3 * seconds);
+    measured_seconds += seconds;
+    return static_cast<int>(step_ms.size()) < std::max(o.min_reps, 1) || measured_seconds < o.max_seconds;
+  };
+  train::LoopOptions loop;
+  loop.steps = std::numeric_limits<int64_t>::max();
+  loop.show_progress = false;
   Measurement result;
   {
-    // The first step is the warm-up; its peak includes allocating Adam's state, as a real
-    // training run's does.
     PeakMemoryTracker tracker;
-    step();
+    train::run_training(task, loop, seed);
     result.peak_mb = static_cast<double>(tracker.peak_bytes()) / (1024.0 * 1024.0);
   }
-  result.ms = median_ms(step, o.min_reps, o.max_seconds);
+  std::sort(step_ms.begin(), step_ms.end());
+  result.ms = step_ms[step_ms.size() / 2];
   return result;
 }
 
@@ -80,19 +97,19 @@ void run(const BenchDdpmOptions& o, const GlobalOptions& global) {
   o.unet.validate();
   std::string levels;
   for (int64_t side : o.unet.attention_resolutions) levels += (levels.empty() ? "" : ",") + std::to_string(side);
-  std::printf("structdiff bench ddpm: one training step (forward, backward, Adam) of a %ldx%ld U-Net, "
+  std::printf("structdiff bench ddpm: one step of the training loop (forward, backward, AdamW, EMA) of a %ldx%ld U-Net, "
               "base %ld channels, %ld res blocks per level, attention at %s + bottleneck (%s), "
               "%ld heads x %ld, %d threads; after a warm-up step (the memory peak), median of >= %d steps within %.1f s\n",
               static_cast<long>(o.unet.image_size), static_cast<long>(o.unet.image_size),
               static_cast<long>(o.unet.base_channels), static_cast<long>(o.unet.res_blocks),
-              levels.c_str(), unet::attention_kind_name(o.unet.bottleneck_attention).c_str(),
+              levels.c_str(), mechanism_name(o.unet.bottleneck_attention).c_str(),
               static_cast<long>(o.unet.heads), static_cast<long>(o.unet.head_dim), global.threads,
               o.min_reps, o.max_seconds);
   std::printf("%-19s %6s %10s %9s %10s\n", "attention", "batch", "ms/step", "steps/s", "peak MB");
   nlohmann::json rows = nlohmann::json::array();
   for (const Variant& variant : variants(o)) {
     unet::UNetConfig config = o.unet;
-    config.attention = unet::parse_attention_kind(variant.attention);
+    config.attention = unet::parse_attention(variant.attention);
     config.favor_features = variant.features;
     double previous_mb = 0;
     int64_t previous_batch = 0;
@@ -102,7 +119,7 @@ void run(const BenchDdpmOptions& o, const GlobalOptions& global) {
                             {"favor_features", variant.features},
                             {"batch", batch},
                             {"threads", global.threads},
-                            {"unet", unet::config_to_json(config)}};
+                            {"unet", config}};
       // Memory grows linearly in the batch, so the last measurement predicts the next one.
       const double projected_gb =
           previous_batch > 0 ? previous_mb / 1024.0 * static_cast<double>(batch) / static_cast<double>(previous_batch) : 0;
@@ -138,8 +155,8 @@ void register_bench_ddpm(CLI::App& bench, const GlobalOptions& global, Action& a
       "ddpm", "DDPM U-Net training steps/s and peak memory against batch size, per attention type");
   cmd->add_option("--batch", o->batches, "Batch sizes")->check(positive())->capture_default_str();
   cmd->add_option("--attention", o->attentions,
-                  "Mechanisms (default: exact, FAVOR+ softmax and ReLU with m = 1 and d ln d, linear)")
-      ->check(CLI::IsMember(unet::attention_kind_names()));
+                  "Mechanisms (default: dense, FAVOR+ softmax and ReLU with m = 1 and d ln d, linear)")
+      ->check(CLI::IsMember(unet::attention_names()));
   cmd->add_option("--base-channels", o->unet.base_channels, "U-Net base channels")->capture_default_str();
   cmd->add_option("--res-blocks", o->unet.res_blocks, "ResNet blocks per level")->capture_default_str();
   cmd->add_option("--attention-resolutions", o->unet.attention_resolutions,

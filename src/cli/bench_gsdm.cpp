@@ -11,6 +11,7 @@
 
 #include "cli/command.h"
 #include "structdiff/sudoku_model.h"
+#include "structdiff/train.h"
 
 namespace structdiff::cli {
 namespace {
@@ -42,30 +43,38 @@ void run(const BenchGsdmOptions& o, const GlobalOptions& global) {
   for (const std::string& attention : o.attention) {
     gsdm::GsdmConfig config;
     config.attention = parse_mechanism(attention);
-    sudoku::TrainedModel trained =
-        sudoku::build_model(sudoku::model_metadata(n, sudoku::GridFamily::broad, config,
-                                                   diffusion::ScheduleConfig{}));
-    torch::optim::Adam optimizer(trained.model->parameters(), torch::optim::AdamOptions(2e-5));
+    const nlohmann::json metadata =
+        sudoku::model_metadata(n, sudoku::GridFamily::broad, config, diffusion::ScheduleConfig{});
+    sudoku::TrainedModel trained = sudoku::build_model(metadata);
+    sudoku::TrainedModel averaged = sudoku::build_model(metadata);
     std::mt19937_64 rng(global.seed);
-    // Data generation is excluded: the step is the model's forward, backward and update.
+    // Data generation is excluded: the step is the one training loop's forward, backward,
+    // clipping, AdamW update and EMA, after two warm-up steps.
     std::vector<sudoku::Batch> batches;
     for (int64_t i = 0; i < o.train_steps + 2; ++i) batches.push_back(sudoku::make_training_batch(n, o.batch, rng));
-    size_t next = 0;
-    at::Generator noise = at::make_generator<at::CPUGeneratorImpl>(global.seed);
-    auto step = [&] {
-      const sudoku::Batch& batch = batches[next++];
-      optimizer.zero_grad();
-      gsdm::training_loss(trained.model, trained.schedule, batch.x0, batch.observed, noise).backward();
-      torch::nn::utils::clip_grad_norm_(trained.model->parameters(), 1.0);
-      optimizer.step();
+    std::vector<double> step_ms;
+    train::LoopTask task;
+    task.model = trained.model.get();
+    task.ema_model = averaged.model.get();
+    task.loss = [&](int64_t step, std::mt19937_64&, at::Generator& noise) {
+      const sudoku::Batch& batch = batches[step];
+      return gsdm::training_loss(trained.model, trained.schedule, batch.x0, batch.observed, noise);
     };
-    step();  // two warm-up steps
-    step();
-    const double step_ms = median_ms(step, static_cast<int>(o.train_steps), 0.0);
-    std::printf("%-7s training step %8.1f ms/step (median of %ld)\n", attention.c_str(), step_ms,
+    task.on_step = [&](int64_t step, double seconds) {
+      if (step > 2) step_ms.push_back(1e3 * seconds);
+      return true;
+    };
+    train::LoopOptions loop;
+    loop.steps = o.train_steps + 2;
+    loop.learning_rate = 2e-5;
+    loop.show_progress = false;
+    train::run_training(task, loop, global.seed);
+    std::sort(step_ms.begin(), step_ms.end());
+    const double median_step_ms = step_ms[step_ms.size() / 2];
+    std::printf("%-7s training step %8.1f ms/step (median of %ld)\n", attention.c_str(), median_step_ms,
                 static_cast<long>(o.train_steps));
     nlohmann::json row = {{"problem", o.problem}, {"size", o.size}, {"attention", attention},
-                          {"batch", o.batch}, {"threads", global.threads}, {"train_step_ms", step_ms}};
+                          {"batch", o.batch}, {"threads", global.threads}, {"train_step_ms", median_step_ms}};
 
     trained.model->eval();
     std::vector<sudoku::Grid> puzzles;

@@ -38,7 +38,7 @@ void add_training_loop_options(CLI::App& command, train::LoopOptions& options) {
       ->default_str("constant");
   command.add_option("--warmup", options.warmup_steps, "Linear learning-rate warm-up steps")
       ->capture_default_str();
-  command.add_option("--clip", options.clip_norm, "Gradient norm clip (> 0)")->capture_default_str();
+  command.add_option("--clip", options.clip_norm, "Gradient norm clip (> 0; inf: none)")->capture_default_str();
   command.add_option("--ema", options.ema_decay, "EMA decay, in [0, 1)")->capture_default_str();
   command.add_option("--validate-every", options.validate_every, "Steps between validations (0: never)")
       ->capture_default_str();

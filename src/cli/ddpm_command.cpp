@@ -1,4 +1,4 @@
-// `structdiff ddpm train|sample|eval`: image diffusion with a U-Net whose attention is exact,
+// `structdiff ddpm train|sample|eval`: image diffusion with a U-Net whose attention is dense,
 // FAVOR+ (softmax or ReLU) or linear, on Fashion-MNIST or MNIST.
 #include <algorithm>
 #include <chrono>
@@ -26,8 +26,8 @@ const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist"};
 struct TrainCommand {
   std::string dataset = "fashion-mnist";
   std::string data_dir;
-  std::string attention = "exact";
-  std::string bottleneck_attention = "exact";
+  std::string attention = "dense";
+  std::string bottleneck_attention = "dense";
   unet::UNetConfig unet;
   ddpm::TrainingOptions training;
   int64_t validation_images = 256;
@@ -67,8 +67,8 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
   const data::ImageDataset train_set = data::load_image_dataset(c.dataset, data::ImageSplit::train, c.data_dir);
   const data::ImageDataset test_set = data::load_image_dataset(c.dataset, data::ImageSplit::test, c.data_dir);
   unet::UNetConfig config = c.unet;
-  config.attention = unet::parse_attention_kind(c.attention);
-  config.bottleneck_attention = unet::parse_attention_kind(c.bottleneck_attention);
+  config.attention = unet::parse_attention(c.attention);
+  config.bottleneck_attention = unet::parse_attention(c.bottleneck_attention);
   config.image_channels = train_set.images.size(1);
   config.image_size = train_set.images.size(2);
   config.seed = global.seed;
@@ -176,7 +176,7 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
 }  // namespace
 
 void register_ddpm(CLI::App& app, const GlobalOptions& global, Action& action) {
-  CLI::App* ddpm = app.add_subcommand("ddpm", "Image diffusion (DDPM) with exact, FAVOR+ or linear attention");
+  CLI::App* ddpm = app.add_subcommand("ddpm", "Image diffusion (DDPM) with dense, FAVOR+ or linear attention");
   ddpm->require_subcommand(1);
 
   auto t = std::make_shared<TrainCommand>();
@@ -186,13 +186,13 @@ void register_ddpm(CLI::App& app, const GlobalOptions& global, Action& action) {
       ->check(CLI::IsMember(kDatasets))
       ->capture_default_str();
   train->add_option("--data-dir", t->data_dir, "Directory of the IDX files (default: the dataset's)");
-  train->add_option("--attention", t->attention, "U-Net attention: exact, favor-softmax, favor-relu, linear")
-      ->check(CLI::IsMember(unet::attention_kind_names()))
+  train->add_option("--attention", t->attention, "U-Net attention: dense, favor-softmax, favor-relu, linear")
+      ->check(CLI::IsMember(unet::attention_names()))
       ->capture_default_str();
   train->add_option("--bottleneck-attention", t->bottleneck_attention, "Attention at the bottleneck")
-      ->check(CLI::IsMember(unet::attention_kind_names()))
+      ->check(CLI::IsMember(unet::attention_names()))
       ->capture_default_str();
-  train->add_option("--features", t->unet.favor_features, "FAVOR+ random features m (0: d ln d)")
+  train->add_option("--favor-features", t->unet.favor_features, "FAVOR+ random features m (0: d ln d)")
       ->check(non_negative())
       ->capture_default_str();
   train->add_option("--redraw", t->unet.redraw_interval, "FAVOR+: training calls between feature redraws (0: never)")
@@ -225,7 +225,7 @@ void register_ddpm(CLI::App& app, const GlobalOptions& global, Action& action) {
 
   auto add_sampling = [](CLI::App* command, ddpm::SampleOptions& sampling) {
     command->add_option("--count", sampling.count, "Images to generate")->check(positive())->capture_default_str();
-    command->add_option("--steps", sampling.ddim_steps, "DDIM steps (0: the full ancestral chain)")
+    command->add_option("--sample-steps", sampling.ddim_steps, "DDIM steps (0: the full ancestral chain)")
         ->check(non_negative())
         ->capture_default_str();
     command->add_option("--eta", sampling.ddim_eta, "DDIM noise: 0 deterministic, 1 the posterior variance")

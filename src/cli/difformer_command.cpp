@@ -2,6 +2,7 @@
 // (MLP, GCN, GAT, Transformer) on a CSBM graph, Fashion-MNIST or a Planetoid-style directory.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -29,13 +30,11 @@ struct TrainCommand {
   int64_t labels_per_class = 20;
   int64_t validation = 500;
   int64_t runs = 5;
-  uint64_t seed = 0;
-  CLI::Option* seed_option = nullptr;  // not given: the global --seed
   std::string fashion_directory = data::kFashionMnistDirectory;
   int64_t pool = 15000;
   int64_t knn = 10;
   data::CsbmOptions csbm;
-  std::string json_path, log_path;
+  std::string json_path, log_path, out;
   // Options whose default depends on the dataset (resolve_defaults): null until registered.
   CLI::Option *hidden_option = nullptr, *value_projection_option = nullptr,
               *learning_rate_option = nullptr, *weight_decay_option = nullptr;
@@ -106,8 +105,18 @@ nlohmann::json dataset_options(const TrainCommand& c) {
   return nlohmann::json::object();
 }
 
+// One file per run: PATH itself for a single run, else PATH with "-run2" (etc.) before its
+// extension.
+std::string run_file_path(const std::string& path, int64_t run, int64_t runs) {
+  if (path.empty() || runs == 1) return path;
+  const std::filesystem::path file(path);
+  return (file.parent_path() /
+          (file.stem().string() + "-run" + std::to_string(run + 1) + file.extension().string()))
+      .string();
+}
+
 void run_train(const TrainCommand& c, const GlobalOptions& global) {
-  const uint64_t seed = c.seed_option->count() > 0 ? c.seed : global.seed;
+  const uint64_t seed = global.seed;  // the data's, and the first run's
   difformer::DIFFormerOptions network = c.network;
   difformer::TrainingOptions training_options = c.training;
   resolve_defaults(c, network, training_options);
@@ -129,8 +138,6 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
               static_cast<long>(dataset.graph.num_entries() / 2), homophily);
   std::fflush(stdout);
 
-  std::unique_ptr<train::JsonlLog> log;
-  if (!c.log_path.empty()) log = std::make_unique<train::JsonlLog>(c.log_path);
   nlohmann::json runs = nlohmann::json::array();
   std::vector<double> test_accuracies;
   for (int64_t run = 0; run < c.runs; ++run) {
@@ -141,7 +148,7 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
     difformer::DIFFormer model(network);
     difformer::TrainingOptions training = training_options;
     training.label = name + " run " + std::to_string(run + 1) + "/" + std::to_string(c.runs);
-    training.log = log.get();
+    training.log_path = run_file_path(c.log_path, run, c.runs);
     const difformer::RunResult r =
         difformer::train_node_classifier(model, dataset, split, training, run_seed);
     std::printf("%s: test %.2f%% at epoch %ld (valid %.2f%%), %.1f s\n", training.label.c_str(),
@@ -149,6 +156,15 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
                 100.0 * r.best_valid_accuracy, r.seconds);
     std::fflush(stdout);
     test_accuracies.push_back(r.test_accuracy);
+    if (!c.out.empty()) {
+      difformer::save_model(run_file_path(c.out, run, c.runs), model,
+                            {{"dataset", dataset.name},
+                             {"architecture", name},
+                             {"seed", run_seed},
+                             {"best_epoch", r.best_epoch},
+                             {"valid_accuracy", r.best_valid_accuracy},
+                             {"test_accuracy", r.test_accuracy}});
+    }
     runs.push_back({{"seed", run_seed}, {"best_epoch", r.best_epoch},
                     {"valid_accuracy", r.best_valid_accuracy}, {"test_accuracy", r.test_accuracy},
                     {"final_loss", r.final_loss}, {"seconds", r.seconds}});
@@ -196,7 +212,7 @@ void register_difformer(CLI::App& app, const GlobalOptions& global, Action& acti
       "train", "Train and test over several runs (random splits and initialisations)");
   train->add_option("--dataset", t->dataset, "csbm, fashion-mnist or planetoid:DIR")
       ->capture_default_str();
-  train->add_option("--model", t->model, "difformer, mlp, gcn, gat or transformer")
+  train->add_option("--architecture", t->model, "difformer, mlp, gcn, gat or transformer")
       ->check(CLI::IsMember({"difformer", "mlp", "gcn", "gat", "transformer"}))
       ->capture_default_str();
   train->add_option("--kernel", t->kernel, "DIFFormer diffusivity: simple (-s) or sigmoid (-a)")
@@ -238,11 +254,9 @@ void register_difformer(CLI::App& app, const GlobalOptions& global, Action& acti
   train->add_option("--validation", t->validation, "Validation nodes, >= 1 (test: the rest)")
       ->check(positive())
       ->capture_default_str();
-  train->add_option("--runs", t->runs, "Runs (seeds seed, seed+1, ...)")
+  train->add_option("--runs", t->runs, "Runs (seeds: --seed, --seed + 1, ...)")
       ->check(positive())
       ->capture_default_str();
-  t->seed_option = train->add_option("--seed", t->seed,
-                                     "Seed of the data and the first run (default: global --seed)");
   train->add_option("--fashion-dir", t->fashion_directory, "Fashion-MNIST IDX directory")
       ->capture_default_str();
   train->add_option("--pool", t->pool, "Fashion-MNIST images (balanced over classes)")
@@ -251,7 +265,7 @@ void register_difformer(CLI::App& app, const GlobalOptions& global, Action& acti
       ->capture_default_str();
   train->add_option("--nodes", t->csbm.nodes, "CSBM nodes")->capture_default_str();
   train->add_option("--classes", t->csbm.classes, "CSBM classes")->capture_default_str();
-  train->add_option("--features", t->csbm.feature_dim, "CSBM feature dimension")
+  train->add_option("--csbm-features", t->csbm.feature_dim, "CSBM feature dimension")
       ->capture_default_str();
   train->add_option("--degree", t->csbm.average_degree, "CSBM average degree")
       ->capture_default_str();
@@ -262,7 +276,13 @@ void register_difformer(CLI::App& app, const GlobalOptions& global, Action& acti
   train->add_flag("!--no-progress", t->training.show_progress, "No progress bar");
   train->add_option("--json", t->json_path, "Write the results as JSON")
       ->check(writable_file());
-  train->add_option("--log", t->log_path, "JSONL log, one record per epoch")->check(writable_file());
+  train->add_option("--out", t->out,
+                    "Write each run's model (its best-validation weights); with --runs R > 1: "
+                    "one file per run, OUT-runK")
+      ->check(writable_file());
+  train->add_option("--log", t->log_path,
+                    "JSONL log of every step and epoch (with --runs R > 1: one file per run, LOG-runK)")
+      ->check(writable_file());
   train->callback([t, &global, &action] { action = [t, &global] { run_train(*t, global); }; });
 }
 

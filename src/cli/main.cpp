@@ -111,6 +111,19 @@ int main(int argc, char** argv) {
                                                       " (4 x this machine's cores)"))
       ->capture_default_str();
   app.add_option("--seed", global.seed, "Random seed")->capture_default_str();
+  // One name for where models run, across subcommands; today every model runs on the CPU, so
+  // another device is a usage error that says so rather than an unknown option.
+  std::string device = "cpu";
+  app.add_option("--device", device, "Where models run (cpu)")
+      ->check([](const std::string& name) -> std::string {
+        if (name == "cpu") return "";
+        if (name.rfind("cuda", 0) == 0) {
+          return "structdiff runs its models on the CPU only so far (this libtorch " +
+                 std::string(torch::cuda::is_available() ? "sees a GPU" : "has no usable GPU") + ")";
+        }
+        return "unknown device '" + name + "' (cpu)";
+      })
+      ->capture_default_str();
   bool dry_run = false;
   app.add_flag("--dry-run", dry_run,
                "Check the command line (options, values, output paths) and exit without running");

@@ -42,7 +42,7 @@ void add_sampling_options(CLI::App* cmd, SamplingOptions& o) {
   cmd->add_option("--sampler", o.sampler, "ddim (fast) or ancestral (all T steps)")
       ->check(CLI::IsMember({"ddim", "ancestral"}))
       ->capture_default_str();
-  cmd->add_option("--steps", o.steps, "DDIM steps")->check(positive())->capture_default_str();
+  cmd->add_option("--sample-steps", o.steps, "DDIM steps")->check(positive())->capture_default_str();
   cmd->add_option("--eta", o.eta, "DDIM noise: 0 deterministic, 1 the posterior variance")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();

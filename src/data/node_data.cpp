@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include "structdiff/datasets.h"
+#include "structdiff/runtime.h"
 
 namespace structdiff::data {
 namespace {
@@ -162,6 +163,11 @@ NodeDataset make_csbm(const CsbmOptions& o, uint64_t seed) {
   if (!(o.average_degree >= 0.0 && o.average_degree < static_cast<double>(o.nodes))) {
     throw std::invalid_argument("make_csbm: average_degree must be in [0, nodes)");
   }
+  // float32 features, int64 labels, and about 4 int64 words per directed edge while the graph
+  // is built.
+  require_memory(static_cast<double>(o.nodes) *
+                     (4.0 * static_cast<double>(o.feature_dim) + 8.0 + 32.0 * o.average_degree),
+                 "a CSBM graph of " + std::to_string(o.nodes) + " nodes");
   at::Generator generator = seeded_generator(seed);
   const int64_t n = o.nodes, classes = o.classes;
   // Node i belongs to class i mod C, so the members of class c are c, c + C, c + 2C, ...

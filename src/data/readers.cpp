@@ -17,6 +17,7 @@
 #include <zlib.h>
 
 #include "structdiff/datasets.h"
+#include "structdiff/images.h"
 
 namespace structdiff::data {
 namespace {
@@ -173,27 +174,15 @@ torch::Tensor read_idx(const std::string& path) {
 }
 
 NodeDataset load_fashion_mnist(const std::string& directory, int64_t pool_size, uint64_t seed) {
-  constexpr int64_t kClasses = 10, kSide = 28;
-  const std::string images_path = directory + "/train-images-idx3-ubyte.gz";
-  const std::string labels_path = directory + "/train-labels-idx1-ubyte.gz";
-  const torch::Tensor images = read_idx(images_path);
-  const torch::Tensor labels = read_idx(labels_path).to(torch::kLong);
-  if (images.dim() != 3 || images.size(1) != kSide || images.size(2) != kSide) {
-    throw file_error(images_path, "expected (N, 28, 28) images, got " +
-                                      std::to_string(images.dim()) + " dimensions");
-  }
-  if (labels.dim() != 1 || labels.size(0) != images.size(0)) {
-    throw file_error(labels_path, "expected one label for each of the " +
-                                      std::to_string(images.size(0)) + " images");
-  }
-  if (labels.max().item<int64_t>() >= kClasses) {
-    throw file_error(labels_path, "labels must be in [0, 10)");
-  }
+  constexpr int64_t kClasses = 10;
   if (pool_size <= 0 || pool_size % kClasses != 0) {
     throw std::invalid_argument(
         "load_fashion_mnist: the pool size must be a positive multiple of 10, got " +
         std::to_string(pool_size));
   }
+  const ImageDataset training = load_image_dataset("fashion-mnist", ImageSplit::train, directory);
+  const torch::Tensor& images = training.images;
+  const torch::Tensor& labels = training.labels;
   // A balanced pool: the first pool_size / 10 images of each class in a seeded random order.
   const torch::Tensor order =
       torch::randperm(images.size(0), at::make_generator<at::CPUGeneratorImpl>(seed), torch::kLong);
@@ -213,8 +202,7 @@ NodeDataset load_fashion_mnist(const std::string& directory, int64_t pool_size, 
                                 " exceeds 10 x the smallest class");
   }
   const torch::Tensor chosen = torch::tensor(pool, torch::kLong);
-  const torch::Tensor features =
-      images.index_select(0, chosen).reshape({pool_size, kSide * kSide}).to(torch::kFloat) / 255.0;
+  const torch::Tensor features = images.index_select(0, chosen).reshape({pool_size, -1});
   return NodeDataset{"fashion-mnist", features, labels.index_select(0, chosen), kClasses,
                      patterns::from_edges(pool_size, {})};
 }

@@ -1,7 +1,6 @@
 // The LeNet-style image classifier behind the sample-quality metrics: architecture, training,
 // checkpoints.
-#include <mutex>
-#include <optional>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -9,34 +8,13 @@
 #include <torch/torch.h>
 
 #include "structdiff/image_metrics.h"
+#include "structdiff/runtime.h"
 #include "structdiff/train.h"
 
 namespace structdiff::eval {
 namespace {
 
 const char* const kArchitecture = "lenet5";
-
-// Restores libtorch's default CPU generator on destruction, so that drawing initial weights does
-// not disturb the caller's stream.
-class DefaultGeneratorRestorer {
- public:
-  DefaultGeneratorRestorer() : state_(generator_state()) {}
-  ~DefaultGeneratorRestorer() {
-    at::Generator generator = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    generator.set_state(state_);
-  }
-  DefaultGeneratorRestorer(const DefaultGeneratorRestorer&) = delete;
-  DefaultGeneratorRestorer& operator=(const DefaultGeneratorRestorer&) = delete;
-
- private:
-  static torch::Tensor generator_state() {
-    at::Generator generator = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    return generator.get_state();
-  }
-  torch::Tensor state_;
-};
 
 }  // namespace
 
@@ -76,63 +54,61 @@ Classifier train_classifier(const data::ImageDataset& train_set,
                                 " needs images and one label for each");
   }
   Classifier model = [&] {
-    DefaultGeneratorRestorer restorer;
+    DefaultGeneratorGuard guard;
     torch::manual_seed(options.seed);
     return Classifier();
   }();
-  model->train();
-  torch::optim::Adam optimizer(model->parameters(),
-                               torch::optim::AdamOptions(options.learning_rate));
-  at::Generator order_generator = at::make_generator<at::CPUGeneratorImpl>(options.seed);
+  // The loop evaluates an EMA copy; none is used here (decay 0), nor clipping.
+  Classifier copy = [] {
+    DefaultGeneratorGuard guard;
+    return Classifier();
+  }();
   const int64_t batches = (n + options.batch_size - 1) / options.batch_size;
-  std::optional<train::ProgressBar> progress;
-  if (options.progress) progress.emplace("classifier " + train_set.name, options.epochs * batches);
-
-  int64_t step = 0;
-  for (int64_t epoch = 0; epoch < options.epochs; ++epoch) {
-    const torch::Tensor order = torch::randperm(n, order_generator, torch::kLong);
-    double loss_sum = 0.0;
-    for (const torch::Tensor& batch : order.split(options.batch_size)) {
-      const torch::Tensor loss =
-          torch::cross_entropy_loss(model->forward(train_set.images.index_select(0, batch)),
-                                    train_set.labels.index_select(0, batch));
-      optimizer.zero_grad();
-      loss.backward();
-      optimizer.step();
-      loss_sum += loss.item<double>();
-      ++step;
-      if (progress) {
-        progress->update(step, {{"epoch", static_cast<double>(epoch + 1)},
-                                {"loss", loss_sum / static_cast<double>(step - epoch * batches)}});
-      }
-    }
+  train::LoopTask task;
+  task.model = model.ptr().get();
+  task.ema_model = copy.ptr().get();
+  task.metadata = {{"kind", "classifier-run"},
+                   {"dataset", train_set.name},
+                   {"epochs", options.epochs},
+                   {"batch_size", options.batch_size},
+                   {"learning_rate", options.learning_rate}};
+  task.loss = [&](int64_t step, std::mt19937_64&, at::Generator&) {
+    const int64_t first = (step % batches) * options.batch_size;
+    const torch::Tensor indices = train::epoch_order(n, options.seed, step / batches)
+                                      .narrow(0, first, std::min(options.batch_size, n - first));
+    return torch::cross_entropy_loss(model->forward(train_set.images.index_select(0, indices)),
+                                     train_set.labels.index_select(0, indices));
+  };
+  if (options.stop_after_steps > 0) {
+    task.on_step = [&](int64_t step, double) { return step < options.stop_after_steps; };
   }
-  if (progress) progress->finish();
+  train::LoopOptions loop;
+  loop.steps = options.epochs * batches;
+  loop.learning_rate = options.learning_rate;
+  loop.clip_norm = std::numeric_limits<double>::infinity();
+  loop.ema_decay = 0;
+  loop.checkpoint_path = options.checkpoint_path;
+  if (!options.checkpoint_path.empty()) loop.checkpoint_every = batches;
+  loop.resume = options.resume;
+  loop.show_progress = options.progress;
+  loop.progress_label = "classifier " + train_set.name;
+  train::run_training(task, loop, options.seed);
   model->eval();
   return model;
 }
 
 void save_classifier(const std::string& path, Classifier& model, const nlohmann::json& metadata) {
   nlohmann::json stored = metadata;
-  stored["kind"] = "classifier";
   stored["architecture"] = kArchitecture;
-  train::CheckpointParts parts;
-  parts.model = model.get();
-  parts.metadata = stored;
-  train::save_checkpoint(path, parts);
+  train::save_model_file(path, "classifier", *model, stored);
 }
 
 Classifier load_classifier(const std::string& path) {
-  train::require_model_kind(train::read_checkpoint_metadata(path), "classifier", path);
-  Classifier model = [] {
-    DefaultGeneratorRestorer restorer;  // the initial weights draw from it
-    return Classifier();
-  }();
-  train::CheckpointParts parts;
-  parts.model = model.get();
-  parts.restore_generator = false;
-  train::load_checkpoint(path, parts);
-  model->eval();
+  Classifier model{nullptr};
+  train::load_model_file(path, "classifier", [&](const nlohmann::json&) -> torch::nn::Module& {
+    model = Classifier();
+    return *model;
+  });
   return model;
 }
 

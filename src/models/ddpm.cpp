@@ -23,8 +23,8 @@ diffusion::ScheduleConfig default_schedule() {
 }
 
 nlohmann::json model_metadata(const unet::UNetConfig& unet, const diffusion::ScheduleConfig& schedule) {
-  return {{"kind", "ddpm"}, {"unet", unet::config_to_json(unet)},
-          {"schedule", diffusion::schedule_to_json(schedule)}};
+  return {{"kind", "ddpm"}, {"unet", unet},
+          {"schedule", schedule}};
 }
 
 Model build_model(const nlohmann::json& metadata) {
@@ -32,8 +32,8 @@ Model build_model(const nlohmann::json& metadata) {
     throw std::invalid_argument("not a DDPM model: its metadata lacks \"unet\" or \"schedule\"");
   }
   Model model;
-  model.net = unet::UNet(unet::config_from_json(metadata.at("unet")));
-  model.schedule = diffusion::NoiseSchedule(diffusion::schedule_from_json(metadata.at("schedule")));
+  model.net = unet::UNet(metadata.at("unet").get<unet::UNetConfig>());
+  model.schedule = diffusion::NoiseSchedule(metadata.at("schedule").get<diffusion::ScheduleConfig>());
   model.metadata = metadata;
   return model;
 }
@@ -85,9 +85,16 @@ torch::Tensor sample(Model& model, const SampleOptions& options) {
   if (options.ddim_eta != 0 && options.ddim_steps == 0) {
     throw std::invalid_argument("sample: eta applies to DDIM; the ancestral chain (0 DDIM steps) takes none");
   }
+  const unet::UNetConfig& config = model.net->config();
+  // The finished images stay in memory, and a batch in flight holds about 40 full-resolution maps
+  // of base_channels per image.
+  const double pixels = static_cast<double>(config.image_size * config.image_size);
+  require_memory(4.0 * pixels *
+                     (static_cast<double>(options.count * config.image_channels) +
+                      40.0 * static_cast<double>(std::min(options.batch, options.count) * config.base_channels)),
+                 std::to_string(options.count) + " images in batches of " + std::to_string(options.batch));
   torch::NoGradGuard no_grad;
   model.net->eval();
-  const unet::UNetConfig& config = model.net->config();
   diffusion::SamplerOptions sampler;
   sampler.prediction = diffusion::Prediction::epsilon;
   sampler.variance = diffusion::AncestralVariance::posterior;
@@ -112,22 +119,16 @@ torch::Tensor sample(Model& model, const SampleOptions& options) {
 }
 
 void save_model(const std::string& path, Model& model) {
-  train::CheckpointParts parts;
-  parts.model = model.net.ptr().get();
-  parts.metadata = model.metadata;
-  train::save_checkpoint(path, parts);
+  train::save_model_file(path, "ddpm", *model.net, model.metadata);
 }
 
 Model load_model(const std::string& path) {
-  const nlohmann::json metadata = train::read_checkpoint_metadata(path);
-  train::require_model_kind(metadata, "ddpm", path);
-  Model model = build_model(metadata);
-  train::CheckpointParts parts;
-  parts.model = model.net.ptr().get();
-  parts.restore_generator = false;
-  train::load_checkpoint(path, parts);
-  model.metadata = parts.metadata;
-  model.net->eval();
+  Model model;
+  model.metadata =
+      train::load_model_file(path, "ddpm", [&](const nlohmann::json& metadata) -> torch::nn::Module& {
+        model = build_model(metadata);
+        return *model.net;
+      });
   return model;
 }
 
@@ -150,7 +151,7 @@ train::LoopResult train(Model& model, Model& averaged, const torch::Tensor& imag
   task.model = model.net.ptr().get();
   task.ema_model = averaged.net.ptr().get();
   task.metadata = model.metadata;
-  task.loss = [&](std::mt19937_64& rng, at::Generator& noise) {
+  task.loss = [&](int64_t, std::mt19937_64& rng, at::Generator& noise) {
     std::uniform_int_distribution<int64_t> pick(0, count - 1);
     std::vector<int64_t> indices(options.batch);
     for (int64_t& index : indices) index = pick(rng);

@@ -4,6 +4,8 @@
 
 #include <torch/torch.h>
 
+#include "structdiff/train.h"
+
 namespace structdiff::difformer {
 
 std::string diffusivity_name(Diffusivity diffusivity) {
@@ -16,6 +18,65 @@ std::string diffusivity_name(Diffusivity diffusivity) {
     case Diffusivity::full_attention: return "full-attention";
   }
   return "?";
+}
+
+Diffusivity parse_diffusivity(const std::string& name) {
+  for (Diffusivity diffusivity : {Diffusivity::simple, Diffusivity::sigmoid, Diffusivity::identity,
+                                  Diffusivity::graph, Diffusivity::graph_attention,
+                                  Diffusivity::full_attention}) {
+    if (diffusivity_name(diffusivity) == name) return diffusivity;
+  }
+  throw std::invalid_argument("unknown diffusivity '" + name +
+                              "' (simple, sigmoid, identity, graph, graph-attention, full-attention)");
+}
+
+void to_json(nlohmann::json& j, const DIFFormerOptions& o) {
+  j = {{"input_dim", o.input_dim},
+       {"num_classes", o.num_classes},
+       {"hidden", o.hidden},
+       {"layers", o.layers},
+       {"heads", o.heads},
+       {"diffusivity", diffusivity_name(o.diffusivity)},
+       {"simple_norm", o.simple_norm == DiffusivityNorm::per_node ? "per-node" : "global"},
+       {"value_projection", o.value_projection},
+       {"use_graph", o.use_graph},
+       {"activation", o.activation},
+       {"tau", o.tau},
+       {"dropout", o.dropout}};
+}
+
+void from_json(const nlohmann::json& j, DIFFormerOptions& o) {
+  o.input_dim = j.at("input_dim").get<int64_t>();
+  o.num_classes = j.at("num_classes").get<int64_t>();
+  o.hidden = j.at("hidden").get<int64_t>();
+  o.layers = j.at("layers").get<int64_t>();
+  o.heads = j.at("heads").get<int64_t>();
+  o.diffusivity = parse_diffusivity(j.at("diffusivity").get<std::string>());
+  const std::string norm = j.at("simple_norm").get<std::string>();
+  if (norm != "per-node" && norm != "global") {
+    throw std::invalid_argument("unknown simple_norm '" + norm + "' (per-node, global)");
+  }
+  o.simple_norm = norm == "per-node" ? DiffusivityNorm::per_node : DiffusivityNorm::global;
+  o.value_projection = j.at("value_projection").get<bool>();
+  o.use_graph = j.at("use_graph").get<bool>();
+  o.activation = j.at("activation").get<bool>();
+  o.tau = j.at("tau").get<double>();
+  o.dropout = j.at("dropout").get<double>();
+}
+
+void save_model(const std::string& path, DIFFormer& model, const nlohmann::json& metadata) {
+  nlohmann::json stored = metadata;
+  stored["model"] = model->options();
+  train::save_model_file(path, "difformer", *model, stored);
+}
+
+DIFFormer load_model(const std::string& path) {
+  DIFFormer model{nullptr};
+  train::load_model_file(path, "difformer", [&](const nlohmann::json& metadata) -> torch::nn::Module& {
+    model = DIFFormer(metadata.at("model").get<DIFFormerOptions>());
+    return *model;
+  });
+  return model;
 }
 
 namespace {

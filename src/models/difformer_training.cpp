@@ -1,28 +1,30 @@
 #include "structdiff/difformer_training.h"
 
-#include <chrono>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <vector>
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
+
+#include "structdiff/runtime.h"
 
 namespace structdiff::difformer {
 namespace {
 
-// One optimiser step on the NLL of the labelled nodes at `positions` (rows of `features`).
-double train_step(DIFFormer& model, torch::optim::Optimizer& optimizer,
-                  const torch::Tensor& features, const GraphInput* graph,
-                  const torch::Tensor& labels, const torch::Tensor& positions) {
-  optimizer.zero_grad();
-  const torch::Tensor logits = model->forward(features, graph).index_select(0, positions);
-  const torch::Tensor loss =
-      torch::nll_loss(torch::log_softmax(logits, 1), labels.index_select(0, positions));
-  loss.backward();
-  optimizer.step();
-  return loss.item<double>();
-}
+// What the run keeps across epochs, in a module so that checkpoints carry it: the weights of the
+// epoch with the best validation accuracy, that epoch, its accuracies, and the epochs validated.
+struct BestEpochImpl : torch::nn::Module {
+  explicit BestEpochImpl(DIFFormer copy) : weights(register_module("weights", std::move(copy))) {
+    epoch = register_buffer("epoch", torch::zeros({}, torch::kLong));
+    epochs_seen = register_buffer("epochs_seen", torch::zeros({}, torch::kLong));
+    valid_accuracy = register_buffer("valid_accuracy", torch::full({}, -1.0, torch::kDouble));
+    test_accuracy = register_buffer("test_accuracy", torch::zeros({}, torch::kDouble));
+  }
+  DIFFormer weights;
+  torch::Tensor epoch, epochs_seen, valid_accuracy, test_accuracy;
+};
+TORCH_MODULE(BestEpoch);
 
 }  // namespace
 
@@ -48,84 +50,118 @@ RunResult train_node_classifier(DIFFormer& model, const data::NodeDataset& datas
   if (!torch::isfinite(dataset.features).all().item<bool>()) {
     throw std::invalid_argument(dataset.name + ": the features hold NaN or infinite values");
   }
-  const auto started = std::chrono::steady_clock::now();
   const int64_t n = dataset.num_nodes();
+  const int64_t chunk_size = options.batch_size == 0 ? n : options.batch_size;
+  const int64_t steps_per_epoch = (n + chunk_size - 1) / chunk_size;
   const bool uses_graph = model->needs_graph();
   const std::optional<GraphInput> full_graph =
       uses_graph ? std::optional<GraphInput>(GraphInput(dataset.graph)) : std::nullopt;
   const GraphInput* full_graph_input = full_graph ? &*full_graph : nullptr;
   const torch::Tensor is_train = torch::zeros({n}, torch::kBool).index_fill_(0, split.train, true);
 
-  torch::optim::Adam optimizer(
-      model->parameters(),
-      torch::optim::AdamOptions(options.learning_rate).weight_decay(options.weight_decay));
-  at::Generator partition_generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-  std::optional<train::ProgressBar> progress;
-  if (options.show_progress) progress.emplace(options.label, options.epochs);
+  // Models built only to be overwritten leave the caller's random stream (dropout) alone.
+  auto copy_of_model = [&] {
+    DefaultGeneratorGuard guard;
+    return DIFFormer(model->options());
+  };
+  // The loop evaluates its EMA copy; with decay 0 that copy is the trained weights themselves.
+  DIFFormer evaluated = copy_of_model();
+  BestEpoch best(copy_of_model());
 
-  RunResult result;
-  result.best_valid_accuracy = -1.0;
-  std::vector<torch::Tensor> best_weights;
-  for (int64_t epoch = 1; epoch <= options.epochs; ++epoch) {
-    model->train();
-    double loss_sum = 0.0;
-    int64_t steps = 0;
+  train::LoopTask task;
+  task.model = model.ptr().get();
+  task.ema_model = evaluated.ptr().get();
+  task.state = best.ptr().get();
+  task.loss = [&](int64_t step, std::mt19937_64&, at::Generator&) {
+    torch::Tensor nodes, positions;  // the step's nodes, and the rows among them that are labelled
     if (options.batch_size == 0) {
-      loss_sum += train_step(model, optimizer, dataset.features, full_graph_input, dataset.labels,
-                             split.train);
-      ++steps;
+      nodes = torch::arange(n);
+      positions = split.train;
     } else {
-      const torch::Tensor order = torch::randperm(n, partition_generator, torch::kLong);
-      for (const torch::Tensor& chunk : order.split(options.batch_size)) {
-        const torch::Tensor positions = is_train.index_select(0, chunk).nonzero().squeeze(1);
-        if (positions.numel() == 0) continue;  // nothing to learn from in this chunk
-        std::optional<GraphInput> subgraph;
-        if (uses_graph) {
-          const std::vector<int64_t> nodes(chunk.data_ptr<int64_t>(),
-                                           chunk.data_ptr<int64_t>() + chunk.numel());
-          subgraph.emplace(data::induced_subgraph(dataset.graph, nodes));
-        }
-        loss_sum += train_step(model, optimizer, dataset.features.index_select(0, chunk),
-                               subgraph ? &*subgraph : nullptr,
-                               dataset.labels.index_select(0, chunk), positions);
-        ++steps;
+      const int64_t chunk = step % steps_per_epoch;
+      nodes = train::epoch_order(n, seed, step / steps_per_epoch)
+                  .narrow(0, chunk * chunk_size, std::min(chunk_size, n - chunk * chunk_size));
+      positions = is_train.index_select(0, nodes).nonzero().squeeze(1);
+    }
+    std::optional<GraphInput> subgraph;
+    if (uses_graph && options.batch_size != 0) {
+      const std::vector<int64_t> ids(nodes.data_ptr<int64_t>(), nodes.data_ptr<int64_t>() + nodes.numel());
+      subgraph.emplace(data::induced_subgraph(dataset.graph, ids));
+    }
+    const torch::Tensor logits =
+        options.batch_size == 0
+            ? model->forward(dataset.features, full_graph_input)
+            : model->forward(dataset.features.index_select(0, nodes), subgraph ? &*subgraph : nullptr);
+    // A chunk without labelled nodes contributes a zero (still differentiable) likelihood term.
+    torch::Tensor loss =
+        positions.numel() == 0
+            ? logits.sum() * 0.0
+            : torch::nll_loss(torch::log_softmax(logits.index_select(0, positions), 1),
+                              dataset.labels.index_select(0, nodes).index_select(0, positions));
+    if (options.weight_decay > 0) {
+      for (const torch::Tensor& parameter : model->parameters()) {
+        loss = loss + 0.5 * options.weight_decay * parameter.square().sum();
       }
     }
-    result.final_loss = loss_sum / std::max<int64_t>(1, steps);
+    return loss;
+  };
 
-    model->eval();
+  task.validate = [&]() -> nlohmann::json {
     torch::NoGradGuard no_grad;
-    const torch::Tensor logits = model->forward(dataset.features, full_graph_input);
+    const torch::Tensor logits = evaluated->forward(dataset.features, full_graph_input);
     const double valid_accuracy = accuracy(logits, dataset.labels, split.valid);
     const double test_accuracy = accuracy(logits, dataset.labels, split.test);
-    if (valid_accuracy > result.best_valid_accuracy) {
-      result.best_epoch = epoch;
-      result.best_valid_accuracy = valid_accuracy;
-      result.test_accuracy = test_accuracy;
-      best_weights.clear();
-      for (const auto& parameter : model->parameters()) best_weights.push_back(parameter.clone());
+    const int64_t epoch = best->epochs_seen.item<int64_t>() + 1;
+    best->epochs_seen.fill_(epoch);
+    if (valid_accuracy > best->valid_accuracy.item<double>()) {
+      best->epoch.fill_(epoch);
+      best->valid_accuracy.fill_(valid_accuracy);
+      best->test_accuracy.fill_(test_accuracy);
+      const auto source = evaluated->parameters();
+      const auto target = best->weights->parameters();
+      for (size_t i = 0; i < source.size(); ++i) target[i].copy_(source[i]);
     }
-    if (progress) {
-      progress->update(epoch, {{"loss", result.final_loss},
-                               {"valid", valid_accuracy},
-                               {"best_valid", result.best_valid_accuracy}});
-    }
-    if (options.log != nullptr) {
-      options.log->write({{"label", options.label},
-                          {"epoch", epoch},
-                          {"loss", result.final_loss},
-                          {"train_accuracy", accuracy(logits, dataset.labels, split.train)},
-                          {"valid_accuracy", valid_accuracy},
-                          {"test_accuracy", test_accuracy}});
-    }
+    return {{"epoch", epoch},
+            {"train_accuracy", accuracy(logits, dataset.labels, split.train)},
+            {"valid_accuracy", valid_accuracy},
+            {"test_accuracy", test_accuracy},
+            {"best_valid", best->valid_accuracy.item<double>()}};
+  };
+
+  if (options.stop_after_steps > 0) {
+    task.on_step = [&](int64_t step, double) { return step < options.stop_after_steps; };
   }
-  if (progress) progress->finish();
+  train::LoopOptions loop;
+  loop.steps = options.epochs * steps_per_epoch;
+  loop.learning_rate = options.learning_rate;
+  loop.weight_decay = 0;  // the penalty above is the paper's decay
+  loop.clip_norm = std::numeric_limits<double>::infinity();  // the paper does not clip
+  loop.ema_decay = 0;
+  loop.validate_every = steps_per_epoch;
+  loop.checkpoint_path = options.checkpoint_path;
+  if (!options.checkpoint_path.empty()) loop.checkpoint_every = steps_per_epoch;
+  loop.resume = options.resume;
+  loop.log_path = options.log_path;
+  loop.show_progress = options.show_progress;
+  loop.progress_label = options.label;
+  task.metadata = {{"kind", "difformer-run"},
+                   {"epochs", options.epochs},
+                   {"batch_size", options.batch_size},
+                   {"learning_rate", options.learning_rate},
+                   {"weight_decay", options.weight_decay}};
+  const train::LoopResult trained = train::run_training(task, loop, seed);
 
   torch::NoGradGuard no_grad;
-  const std::vector<torch::Tensor> parameters = model->parameters();
-  for (size_t i = 0; i < parameters.size(); ++i) parameters[i].copy_(best_weights[i]);
-  result.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const auto source = best->weights->parameters();
+  const auto target = model->parameters();
+  for (size_t i = 0; i < source.size(); ++i) target[i].copy_(source[i]);
+  model->eval();
+  RunResult result;
+  result.best_epoch = best->epoch.item<int64_t>();
+  result.best_valid_accuracy = best->valid_accuracy.item<double>();
+  result.test_accuracy = best->test_accuracy.item<double>();
+  result.final_loss = trained.final_loss;
+  result.seconds = trained.seconds;
   return result;
 }
 

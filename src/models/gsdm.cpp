@@ -7,6 +7,8 @@
 
 #include <torch/torch.h>
 
+#include "structdiff/sinusoidal.h"
+
 namespace structdiff::gsdm {
 
 // ---- configuration -----------------------------------------------------------------------------
@@ -35,24 +37,22 @@ const char* embedding_name(EmbeddingKind kind) {
 }
 }  // namespace
 
-nlohmann::json GsdmConfig::to_json() const {
-  return {{"dim", dim},
-          {"blocks", blocks},
-          {"heads", heads},
-          {"embedding", embedding_name(embedding)},
-          {"norm", norm == NormKind::token ? "token" : "group"},
-          {"attention", mechanism_name(attention)}};
+void to_json(nlohmann::json& j, const GsdmConfig& c) {
+  j = {{"dim", c.dim},
+       {"blocks", c.blocks},
+       {"heads", c.heads},
+       {"embedding", embedding_name(c.embedding)},
+       {"norm", c.norm == NormKind::token ? "token" : "group"},
+       {"attention", mechanism_name(c.attention)}};
 }
 
-GsdmConfig GsdmConfig::from_json(const nlohmann::json& j) {
-  GsdmConfig c;
+void from_json(const nlohmann::json& j, GsdmConfig& c) {
   c.dim = j.at("dim").get<int64_t>();
   c.blocks = j.at("blocks").get<int64_t>();
   c.heads = j.at("heads").get<int64_t>();
   c.embedding = parse_embedding(j.at("embedding").get<std::string>());
   c.norm = parse_norm(j.at("norm").get<std::string>());
   c.attention = parse_mechanism(j.at("attention").get<std::string>());
-  return c;
 }
 
 // ---- state layout ------------------------------------------------------------------------------
@@ -75,22 +75,6 @@ torch::Tensor StateLayout::expand_node_mask(const torch::Tensor& node_mask) cons
 }
 
 // ---- building blocks ---------------------------------------------------------------------------
-
-namespace {
-
-// (batch, dim) sinusoidal code of scalar positions.
-torch::Tensor sinusoidal(const torch::Tensor& positions, int64_t dim) {
-  const int64_t half = dim / 2;
-  torch::Tensor freqs =
-      torch::exp(-std::log(10000.0) * torch::arange(half, torch::kFloat) / std::max<int64_t>(half, 1))
-          .to(positions.device());
-  torch::Tensor angles = positions.to(torch::kFloat).unsqueeze(1) * freqs.unsqueeze(0);
-  torch::Tensor code = torch::cat({torch::sin(angles), torch::cos(angles)}, 1);
-  if (dim % 2 == 1) code = torch::nn::functional::pad(code, torch::nn::functional::PadFuncOptions({0, 1}));
-  return code;
-}
-
-}  // namespace
 
 // LayerNorm per token (no information crosses the graph), or the reference's GroupNorm whose
 // statistics run over all tokens.
@@ -235,7 +219,8 @@ GsdmImpl::GsdmImpl(const graph::GraphicalModel& model, GsdmConfig config)
       const int64_t chunk = (dim / axes) / 2 * 2;
       for (int64_t axis = 0; axis < axes && chunk > 0; ++axis) {
         sinusoidal_codes_[node].narrow(0, axis * chunk, chunk)
-            .copy_(sinusoidal(torch::tensor({element.index[axis]}), chunk)[0]);
+            .copy_(sinusoidal_embedding(torch::tensor({element.index[axis]}), chunk,
+                                        FrequencySpacing::transformer)[0]);
       }
     }
   }
@@ -286,7 +271,8 @@ torch::Tensor GsdmImpl::forward(const torch::Tensor& x_t, const torch::Tensor& t
     h = h.index_copy(1, group.nodes, input_proj_[g]->as<torch::nn::Linear>()->forward(values));
   }
   h = h + observed.unsqueeze(-1).to(h.scalar_type()) * observed_embedding_;
-  torch::Tensor time_embedding = time_out_(torch::silu(time_in_(sinusoidal(t, dim))));
+  torch::Tensor time_embedding = time_out_(
+      torch::silu(time_in_(sinusoidal_embedding(t, dim, FrequencySpacing::transformer))));
   torch::Tensor node_embedding = node_embeddings();
   for (size_t i = 0; i < res_blocks_.size(); ++i) {
     h = res_blocks_[i]->forward(h, time_embedding, node_embedding);

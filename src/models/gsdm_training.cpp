@@ -25,7 +25,7 @@ TrainingResult train(Gsdm model, Gsdm ema_model, const diffusion::NoiseSchedule&
   train::LoopTask task;
   task.model = model.get();
   task.ema_model = ema_model.get();
-  task.loss = [&](std::mt19937_64& rng, at::Generator& noise) {
+  task.loss = [&](int64_t, std::mt19937_64& rng, at::Generator& noise) {
     TrainingBatch batch = problem.make_batch(options.batch, rng);
     return training_loss(model, schedule, batch.x0, batch.observed, noise);
   };

@@ -6,28 +6,18 @@
 
 #include <torch/torch.h>
 
+#include "structdiff/sinusoidal.h"
+
 namespace structdiff::unet {
 namespace {
 
-const std::vector<std::pair<AttentionKind, std::string>> kKindNames = {
-    {AttentionKind::exact, "exact"},
-    {AttentionKind::favor_softmax, "favor-softmax"},
-    {AttentionKind::favor_relu, "favor-relu"},
-    {AttentionKind::linear, "linear"}};
+// The mechanisms a U-Net attention block can use: all but those that need a pattern.
+const std::vector<Mechanism> kUNetMechanisms = {Mechanism::dense, Mechanism::favor_softmax,
+                                                Mechanism::favor_relu, Mechanism::linear};
 
-Mechanism mechanism_of(AttentionKind kind) {
-  switch (kind) {
-    case AttentionKind::exact: return Mechanism::dense;
-    case AttentionKind::favor_softmax: return Mechanism::favor_softmax;
-    case AttentionKind::favor_relu: return Mechanism::favor_relu;
-    case AttentionKind::linear: return Mechanism::linear;
-  }
-  throw std::logic_error("unhandled attention kind");
-}
-
-AttentionConfig attention_config(const UNetConfig& config, AttentionKind kind, uint64_t seed) {
+AttentionConfig attention_config(const UNetConfig& config, Mechanism mechanism, uint64_t seed) {
   AttentionConfig attention;
-  attention.mechanism = mechanism_of(kind);
+  attention.mechanism = mechanism;
   attention.head_dim = config.head_dim;
   attention.num_features = config.favor_features;
   attention.redraw_interval = config.redraw_interval;
@@ -52,26 +42,21 @@ Layer zero_initialised(Layer layer) {
 
 }  // namespace
 
-AttentionKind parse_attention_kind(const std::string& name) {
-  for (const auto& [kind, text] : kKindNames) {
-    if (text == name) return kind;
+std::vector<std::string> attention_names() {
+  std::vector<std::string> names;
+  for (Mechanism mechanism : kUNetMechanisms) names.push_back(mechanism_name(mechanism));
+  return names;
+}
+
+Mechanism parse_attention(const std::string& name) {
+  // Files written before the U-Net took the shared mechanism names call dense attention "exact".
+  const std::string canonical = name == "exact" ? "dense" : name;
+  for (Mechanism mechanism : kUNetMechanisms) {
+    if (mechanism_name(mechanism) == canonical) return mechanism;
   }
   std::string choices;
-  for (const auto& [kind, text] : kKindNames) choices += (choices.empty() ? "" : ", ") + text;
-  throw std::invalid_argument("unknown attention '" + name + "' (choose " + choices + ")");
-}
-
-std::string attention_kind_name(AttentionKind kind) {
-  for (const auto& [k, text] : kKindNames) {
-    if (k == kind) return text;
-  }
-  throw std::logic_error("unhandled attention kind");
-}
-
-std::vector<std::string> attention_kind_names() {
-  std::vector<std::string> names;
-  for (const auto& entry : kKindNames) names.push_back(entry.second);
-  return names;
+  for (const std::string& choice : attention_names()) choices += (choices.empty() ? "" : ", ") + choice;
+  throw std::invalid_argument("U-Net: unknown attention '" + name + "' (choose " + choices + ")");
 }
 
 std::vector<int64_t> UNetConfig::resolutions() const {
@@ -92,6 +77,7 @@ void UNetConfig::validate() const {
   if (res_blocks < 1) fail("res_blocks must be >= 1, got " + std::to_string(res_blocks));
   if (groups < 1) fail("groups must be >= 1, got " + std::to_string(groups));
   if (heads < 1 || head_dim < 1) fail("heads and head_dim must be >= 1");
+  for (Mechanism mechanism : {attention, bottleneck_attention}) parse_attention(mechanism_name(mechanism));
   if (dropout < 0 || dropout >= 1) fail("dropout must be in [0, 1), got " + std::to_string(dropout));
   const int64_t halvings = static_cast<int64_t>(channel_multipliers.size()) - 1;
   if (image_size < 1 || image_size % (int64_t{1} << halvings) != 0) {
@@ -122,8 +108,8 @@ void UNetConfig::validate() const {
   if (redraw_interval < 0) fail("redraw_interval must be >= 0 (0: never)");
 }
 
-nlohmann::json config_to_json(const UNetConfig& c) {
-  return {{"image_channels", c.image_channels},
+void to_json(nlohmann::json& j, const UNetConfig& c) {
+  j = {{"image_channels", c.image_channels},
           {"image_size", c.image_size},
           {"base_channels", c.base_channels},
           {"channel_multipliers", c.channel_multipliers},
@@ -133,15 +119,14 @@ nlohmann::json config_to_json(const UNetConfig& c) {
           {"dropout", c.dropout},
           {"heads", c.heads},
           {"head_dim", c.head_dim},
-          {"attention", attention_kind_name(c.attention)},
-          {"bottleneck_attention", attention_kind_name(c.bottleneck_attention)},
+          {"attention", mechanism_name(c.attention)},
+          {"bottleneck_attention", mechanism_name(c.bottleneck_attention)},
           {"favor_features", c.favor_features},
           {"redraw_interval", c.redraw_interval},
           {"seed", c.seed}};
 }
 
-UNetConfig config_from_json(const nlohmann::json& j) {
-  UNetConfig c;
+void from_json(const nlohmann::json& j, UNetConfig& c) {
   c.image_channels = j.at("image_channels").get<int64_t>();
   c.image_size = j.at("image_size").get<int64_t>();
   c.base_channels = j.at("base_channels").get<int64_t>();
@@ -152,23 +137,11 @@ UNetConfig config_from_json(const nlohmann::json& j) {
   c.dropout = j.at("dropout").get<double>();
   c.heads = j.at("heads").get<int64_t>();
   c.head_dim = j.at("head_dim").get<int64_t>();
-  c.attention = parse_attention_kind(j.at("attention").get<std::string>());
-  c.bottleneck_attention = parse_attention_kind(j.at("bottleneck_attention").get<std::string>());
+  c.attention = parse_attention(j.at("attention").get<std::string>());
+  c.bottleneck_attention = parse_attention(j.at("bottleneck_attention").get<std::string>());
   c.favor_features = j.at("favor_features").get<int64_t>();
   c.redraw_interval = j.at("redraw_interval").get<int64_t>();
   c.seed = j.at("seed").get<uint64_t>();
-  return c;
-}
-
-torch::Tensor timestep_embedding(const torch::Tensor& t, int64_t dim) {
-  const int64_t half = dim / 2;
-  const auto options = torch::TensorOptions().dtype(torch::kFloat).device(t.device());
-  const torch::Tensor frequencies =
-      torch::exp(torch::arange(half, options) * (-std::log(10000.0) / static_cast<double>(std::max<int64_t>(half - 1, 1))));
-  const torch::Tensor angles = t.to(torch::kFloat).unsqueeze(1) * frequencies.unsqueeze(0);
-  torch::Tensor embedding = torch::cat({torch::sin(angles), torch::cos(angles)}, 1);
-  if (dim % 2 == 1) embedding = torch::nn::functional::pad(embedding, torch::nn::functional::PadFuncOptions({0, 1}));
-  return embedding;
 }
 
 ResBlockImpl::ResBlockImpl(int64_t in_channels, int64_t out_channels, int64_t time_dim,
@@ -284,7 +257,7 @@ torch::Tensor UNetImpl::forward(const torch::Tensor& x, const torch::Tensor& t) 
   if (t.dim() != 1 || t.size(0) != x.size(0)) {
     throw std::invalid_argument("U-Net: t must hold one step per image");
   }
-  const torch::Tensor time = time_out_(torch::silu(time_in_(timestep_embedding(t, c.base_channels))));
+  const torch::Tensor time = time_out_(torch::silu(time_in_(sinusoidal_embedding(t, c.base_channels, FrequencySpacing::endpoint))));
   auto run_block = [&](const Stage& stage, torch::Tensor h) {
     h = blocks_[stage.index]->as<ResBlock>()->forward(h, time);
     if (stage.attention >= 0) h = attentions_[stage.attention]->as<AttentionBlock>()->forward(h);

@@ -115,8 +115,8 @@ nlohmann::json model_metadata(int n, GridFamily grids, const gsdm::GsdmConfig& c
           {"problem", "sudoku"},
           {"n", n},
           {"grids", grid_family_name(grids)},
-          {"model", config.to_json()},
-          {"schedule", diffusion::schedule_to_json(schedule)}};
+          {"model", config},
+          {"schedule", schedule}};
 }
 
 TrainedModel build_model(const nlohmann::json& metadata) {
@@ -126,29 +126,24 @@ TrainedModel build_model(const nlohmann::json& metadata) {
   TrainedModel trained;
   trained.n = metadata.at("n").get<int>();
   trained.grids = parse_grid_family(metadata.value("grids", "broad"));
-  trained.model = gsdm::Gsdm(graphical_model(trained.n), gsdm::GsdmConfig::from_json(metadata.at("model")));
-  trained.schedule = diffusion::NoiseSchedule(diffusion::schedule_from_json(metadata.at("schedule")));
+  trained.model = gsdm::Gsdm(graphical_model(trained.n), metadata.at("model").get<gsdm::GsdmConfig>());
+  trained.schedule = diffusion::NoiseSchedule(metadata.at("schedule").get<diffusion::ScheduleConfig>());
   return trained;
 }
 
 TrainedModel load_model(const std::string& path) {
-  const nlohmann::json metadata = train::read_checkpoint_metadata(path);
-  train::require_model_kind(metadata, "sudoku", path);
-  TrainedModel trained = build_model(metadata);
-  train::CheckpointParts parts;
-  parts.model = trained.model.get();
-  parts.restore_generator = false;
-  train::load_checkpoint(path, parts);
-  trained.model->eval();
+  TrainedModel trained;
+  train::load_model_file(path, "sudoku", [&](const nlohmann::json& metadata) -> torch::nn::Module& {
+    trained = build_model(metadata);
+    return *trained.model;
+  });
   return trained;
 }
 
 void save_model(const std::string& path, const TrainedModel& trained) {
-  train::CheckpointParts parts;
-  parts.model = trained.model.ptr().get();  // saving does not modify the module
-  parts.metadata =
-      model_metadata(trained.n, trained.grids, trained.model->config(), trained.schedule.config());
-  train::save_checkpoint(path, parts);
+  train::save_model_file(path, "sudoku", *trained.model.ptr(),  // saving does not modify the module
+                         model_metadata(trained.n, trained.grids, trained.model->config(),
+                                        trained.schedule.config()));
 }
 
 }  // namespace structdiff::sudoku

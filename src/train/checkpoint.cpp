@@ -18,6 +18,7 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include "structdiff/runtime.h"
 #include "structdiff/train.h"
 #include "util/build_info.h"
 
@@ -29,6 +30,7 @@ const std::string kVersionKey = "structdiff_checkpoint_version";
 const std::string kModelKey = "model";
 const std::string kOptimizerKey = "optimizer";
 const std::string kEmaKey = "ema";
+const std::string kTaskStateKey = "task_state";
 // libtorch's default generator: what modules draw from (initial weights, dropout).
 const std::string kGeneratorKey = "cpu_generator_state";
 const std::string kNoiseGeneratorKey = "noise_generator_state";
@@ -221,6 +223,11 @@ void save_checkpoint(const std::string& path, const CheckpointParts& parts) {
       parts.ema->save(ema_archive);
       archive.write(kEmaKey, ema_archive);
     }
+    if (parts.task_state != nullptr) {
+      torch::serialize::OutputArchive state_archive;
+      parts.task_state->save(state_archive);
+      archive.write(kTaskStateKey, state_archive);
+    }
     archive.write(kGeneratorKey, default_generator_state());
     if (parts.noise_generator != nullptr) {
       archive.write(kNoiseGeneratorKey, parts.noise_generator->get_state());
@@ -248,7 +255,7 @@ void load_checkpoint(const std::string& path, CheckpointParts& parts) {
   torch::serialize::InputArchive archive = open_checkpoint(path);
   // Gather and check everything first, so a checkpoint lacking a requested part or holding
   // another architecture leaves the objects untouched.
-  torch::serialize::InputArchive model_archive, optimizer_archive, ema_archive;
+  torch::serialize::InputArchive model_archive, optimizer_archive, ema_archive, state_archive;
   if (parts.model != nullptr) {
     model_archive = read_part(archive, kModelKey, path, "model");
     if (const auto mismatch = module_mismatch(*parts.model, model_archive, ""); !mismatch.empty()) {
@@ -259,6 +266,12 @@ void load_checkpoint(const std::string& path, CheckpointParts& parts) {
     optimizer_archive = read_part(archive, kOptimizerKey, path, "optimizer state");
   }
   if (parts.ema != nullptr) ema_archive = read_part(archive, kEmaKey, path, "EMA weights");
+  if (parts.task_state != nullptr) {
+    state_archive = read_part(archive, kTaskStateKey, path, "training state");
+    if (const auto mismatch = module_mismatch(*parts.task_state, state_archive, ""); !mismatch.empty()) {
+      throw std::runtime_error("checkpoint " + path + ": training state does not fit: " + mismatch);
+    }
+  }
   const torch::Tensor generator_state = read_tensor(archive, kGeneratorKey, path);
   const torch::Tensor noise_generator_state =
       parts.noise_generator != nullptr ? read_tensor(archive, kNoiseGeneratorKey, path) : torch::Tensor();
@@ -283,10 +296,35 @@ void load_checkpoint(const std::string& path, CheckpointParts& parts) {
     throw std::runtime_error("checkpoint " + path +
                              ": EMA weights do not fit: " + message_of(error));
   }
+  if (parts.task_state != nullptr) parts.task_state->load(state_archive);
   if (parts.restore_generator) set_default_generator_state(generator_state);
   if (parts.noise_generator != nullptr) parts.noise_generator->set_state(noise_generator_state);
   parts.step = step;
   parts.metadata = std::move(metadata);
+}
+
+void save_model_file(const std::string& path, const std::string& kind, torch::nn::Module& model,
+                     nlohmann::json metadata) {
+  metadata["kind"] = kind;
+  CheckpointParts parts;
+  parts.model = &model;
+  parts.metadata = std::move(metadata);
+  save_checkpoint(path, parts);
+}
+
+nlohmann::json load_model_file(const std::string& path, const std::string& kind,
+                               const std::function<torch::nn::Module&(const nlohmann::json&)>& build) {
+  const nlohmann::json metadata = read_checkpoint_metadata(path);
+  require_model_kind(metadata, kind, path);
+  CheckpointParts parts;
+  {
+    DefaultGeneratorGuard guard;
+    parts.model = &build(metadata);
+  }
+  parts.restore_generator = false;
+  load_checkpoint(path, parts);
+  parts.model->eval();
+  return parts.metadata;
 }
 
 void set_run_description(const std::string& command_line, uint64_t seed) {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <deque>
 #include <filesystem>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -150,7 +151,7 @@ void check_loop_options(const LoopOptions& o) {
   }
   if (o.warmup_steps < 0) fail("--warmup", ">= 0", static_cast<double>(o.warmup_steps));
   // --clip 0 would freeze training, a negative limit would flip every gradient.
-  if (!(std::isfinite(o.clip_norm) && o.clip_norm > 0)) fail("--clip", "a finite number > 0", o.clip_norm);
+  if (!(o.clip_norm > 0)) fail("--clip", "a number > 0 (inf: no clipping)", o.clip_norm);
   if (!(o.ema_decay >= 0 && o.ema_decay < 1)) fail("--ema", "in [0, 1)", o.ema_decay);
   if (o.validate_every < 0) fail("--validate-every", ">= 0", static_cast<double>(o.validate_every));
   if (o.checkpoint_every < 0) fail("--checkpoint-every", ">= 0", static_cast<double>(o.checkpoint_every));
@@ -161,6 +162,16 @@ void check_loop_options(const LoopOptions& o) {
     throw std::invalid_argument(std::string(o.resume ? "--resume" : "--checkpoint-every") +
                                 " needs --checkpoint FILE");
   }
+}
+
+torch::Tensor epoch_order(int64_t count, uint64_t seed, int64_t epoch) {
+  // splitmix64 of (seed, epoch): neighbouring epochs and seeds get unrelated streams.
+  uint64_t mixed = seed + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(epoch + 1);
+  mixed = (mixed ^ (mixed >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  mixed = (mixed ^ (mixed >> 27)) * 0x94d049bb133111ebULL;
+  mixed ^= mixed >> 31;
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(mixed);
+  return torch::randperm(count, generator, torch::kLong);
 }
 
 LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64_t data_seed) {
@@ -180,7 +191,7 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
     if (options.checkpoint_path.empty()) return;
     nlohmann::json metadata = task.metadata;
     metadata["data_rng"] = rng_state(rng);
-    CheckpointParts parts{&model, &optimizer, &ema, &noise, step, metadata};
+    CheckpointParts parts{&model, &optimizer, &ema, &noise, task.state, step, metadata};
     save_checkpoint(options.checkpoint_path, parts);
   };
   const bool resuming = options.resume && std::filesystem::exists(options.checkpoint_path);
@@ -189,7 +200,7 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
     if (const auto difference = first_difference(saved, task.metadata, ""); !difference.empty()) {
       throw std::invalid_argument("cannot resume from " + options.checkpoint_path + ": " + difference);
     }
-    CheckpointParts parts{&model, &optimizer, &ema, &noise, 0, {}};
+    CheckpointParts parts{&model, &optimizer, &ema, &noise, task.state, 0, {}};
     load_checkpoint(options.checkpoint_path, parts);
     step = parts.step;
     restore_rng(rng, parts.metadata.at("data_rng").get<std::string>());
@@ -202,12 +213,13 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
   }
   std::optional<ProgressBar> bar;
   if (options.show_progress) {
-    bar.emplace("train", options.steps, step);
+    bar.emplace(options.progress_label, options.steps, step);
     if (options.max_seconds > 0) bar->set_time_limit(options.max_seconds);
   }
 
   const SignalCatcher signals;
   std::deque<double> recent;
+  std::map<std::string, double> shown;  // the bar's values: the loss, the last validation's numbers
   const int64_t first_step = step;
   int64_t saved_step = step;
   const auto started = Clock::now();
@@ -226,13 +238,14 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
   };
   model.train();
   while (step < options.steps) {
+    const auto step_started = Clock::now();
     const double rate =
         learning_rate_at(options.learning_rate, options.decay, options.warmup_steps, step, options.steps);
     for (auto& group : optimizer.param_groups()) {
       static_cast<torch::optim::AdamWOptions&>(group.options()).lr(rate);
     }
     optimizer.zero_grad();
-    torch::Tensor loss = task.loss(rng, noise);
+    torch::Tensor loss = task.loss(step, rng, noise);
     const double value = loss.item<double>();
     stop_unless_finite("loss", value);
     loss.backward();
@@ -241,10 +254,14 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
     optimizer.step();
     ema.update(model);
     ++step;
+    const bool keep_going =
+        !task.on_step ||
+        task.on_step(step, std::chrono::duration<double>(Clock::now() - step_started).count());
 
     recent.push_back(value);
     if (recent.size() > 100) recent.pop_front();
-    if (bar) bar->update(step, {{"loss", value}});
+    shown["loss"] = value;
+    if (bar) bar->update(step, shown);
     if (log) {
       log->write({{"step", step}, {"loss", value}, {"grad_norm", grad_norm}, {"lr", rate},
                   {"seconds", elapsed()}});
@@ -253,10 +270,12 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
       copy_ema();
       nlohmann::json metrics = task.validate();
       model.train();
+      for (const auto& item : metrics.items()) {
+        if (item.value().is_number()) shown[item.key()] = item.value().get<double>();
+      }
       metrics["step"] = step;
       metrics["seconds"] = elapsed();
       if (log) log->write(metrics);
-      if (bar) std::fprintf(stderr, "\nvalidation at step %ld: %s\n", static_cast<long>(step), metrics.dump().c_str());
     }
     if (options.checkpoint_every > 0 && step % options.checkpoint_every == 0) {
       save();
@@ -273,6 +292,7 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
                             128 + signal_number);
     }
     if (options.max_seconds > 0 && elapsed() >= options.max_seconds) break;
+    if (!keep_going) break;
   }
   if (bar) bar->finish();
   save();
