@@ -23,7 +23,8 @@ double scale_factor(Scaling scaling, int64_t head_dim);
 
 // A pattern applied to a batch: one pattern shared by every batch element, or one per element.
 // Packs the CSR into tensors for the kernels and caches the dense mask and the padded gather
-// index on first use.
+// index on first use. Copies share that cache, and it is built once even when several threads
+// ask for it at the same time.
 class PatternBatch {
  public:
   explicit PatternBatch(const AttentionPattern& shared);
@@ -48,13 +49,12 @@ class PatternBatch {
   void check_compatible(const torch::Tensor& q, const torch::Tensor& k) const;
 
  private:
-  struct Cache {
-    torch::Tensor dense_mask, padded_indices, padded_valid;
-  };
+  struct Cache;  // in pattern_batch.cpp, which alone needs its once-flags (<mutex>)
+  void build_dense_mask() const;
   void build_padded() const;
   int64_t size_ = 0, num_queries_ = 0, num_keys_ = 0, max_degree_ = 0;
   torch::Tensor row_offsets_, col_indices_;
-  std::shared_ptr<Cache> cache_ = std::make_shared<Cache>();
+  std::shared_ptr<Cache> cache_;
 };
 
 // Validates shapes, dtypes and devices of Q, K, V; throws std::invalid_argument naming the problem.
