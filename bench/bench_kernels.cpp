@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "structdiff/attention.h"
+#include "structdiff/mechanism_registry.h"
 
 namespace {
 
@@ -22,6 +23,24 @@ torch::Tensor random_input(int64_t batch, int64_t heads, int64_t tokens, int64_t
   return torch::randn({batch, heads, tokens, dim}).requires_grad_(true);
 }
 
+// The mechanism registry's FLOPs of one float32 forward + backward, as a rate counter.
+benchmark::Counter flops_rate(const structdiff::Attention& attention,
+                              structdiff::AttentionSize size) {
+  size.features = attention->config().num_features;
+  const auto& mechanism = structdiff::mechanism_info(attention->config().mechanism);
+  return benchmark::Counter(mechanism.cost(size).flops() * 1e-9,
+                            benchmark::Counter::kIsIterationInvariantRate);
+}
+
+structdiff::AttentionSize size_of(int64_t batch, int64_t heads, int64_t tokens, int64_t dim) {
+  structdiff::AttentionSize size;
+  size.batch = batch;
+  size.heads = heads;
+  size.queries = size.keys = tokens;
+  size.head_dim = dim;
+  return size;
+}
+
 template <structdiff::Mechanism kMechanism>
 void forward_backward(benchmark::State& state) {
   const int64_t tokens = state.range(0), degree = state.range(1), batch = 4, heads = 4, dim = 32;
@@ -34,9 +53,9 @@ void forward_backward(benchmark::State& state) {
   for (auto _ : state) {
     attention->forward(q, k, v, &pattern).sum().backward();
   }
-  const double pairs = static_cast<double>(batch * heads * tokens * degree);
-  state.counters["GFLOP/s"] = benchmark::Counter(pairs * 12 * dim * 1e-9,
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+  structdiff::AttentionSize size = size_of(batch, heads, tokens, dim);
+  size.pattern_entries = batch * tokens * degree;
+  state.counters["GFLOP/s"] = flops_rate(attention, size);
 }
 
 void sizes(benchmark::internal::Benchmark* b) {
@@ -58,6 +77,7 @@ void global_forward_backward(benchmark::State& state) {
   for (auto _ : state) {
     attention->forward(q, k, v).sum().backward();
   }
+  state.counters["GFLOP/s"] = flops_rate(attention, size_of(batch, heads, tokens, dim));
 }
 
 void image_sizes(benchmark::internal::Benchmark* b) {

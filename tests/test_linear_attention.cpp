@@ -1,8 +1,10 @@
-// FAVOR+, linear attention and the DIFFormer diffusivities: each linear-time mechanism against
-// its quadratic-time formula, FAVOR+ against exact softmax attention, gradients against finite
-// differences, and argument validation.
+// FAVOR+, linear attention and the DIFFormer diffusivities beyond the registry harness
+// (test_mechanism.cpp, which checks every mechanism against its float64 reference and finite
+// differences): FAVOR+ against exact softmax attention, its random features, the global norm of
+// the simple diffusivity, the blocked sigmoid kernel's edge cases, and argument validation.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -10,6 +12,7 @@
 #include <torch/torch.h>
 
 #include "structdiff/attention.h"
+#include "structdiff/mechanism_registry.h"
 #include "structdiff/pattern.h"
 #include "structdiff/runtime.h"
 #include "support/gradcheck.h"
@@ -33,18 +36,18 @@ Inputs random_qkv(int64_t batch, int64_t heads, int64_t queries, int64_t keys, i
           torch::randn({batch, heads, keys, head_dim}, options)};
 }
 
-torch::Tensor exact_softmax_attention(const Inputs& x) {
-  const double temperature = std::sqrt(static_cast<double>(x[0].size(-1)));
-  return torch::softmax(x[0].matmul(x[1].transpose(-2, -1)) / temperature, -1).matmul(x[2]);
+// The registry's float64 reference of `mechanism` as a function of Q, K, V.
+std::function<torch::Tensor(const Inputs&)> reference_of(Mechanism mechanism,
+                                                         MechanismArguments arguments = {}) {
+  return [mechanism, arguments](const Inputs& in) {
+    return mechanism_info(mechanism).reference(in[0], in[1], in[2], arguments);
+  };
 }
 
-// Quadratic-time reference: out_i = sum_j w_ij v_j / sum_j w_ij with the N x N weights formed.
-torch::Tensor row_normalised(const torch::Tensor& weights, const torch::Tensor& v) {
-  return weights.matmul(v) / weights.sum(-1, /*keepdim=*/true);
-}
-
-torch::Tensor by_features(const torch::Tensor& query_features, const torch::Tensor& key_features) {
-  return query_features.matmul(key_features.transpose(-2, -1));
+MechanismArguments restricted_to(const PatternBatch& pattern) {
+  MechanismArguments arguments;
+  arguments.pattern = &pattern;
+  return arguments;
 }
 
 double relative_error(const torch::Tensor& estimate, const torch::Tensor& exact) {
@@ -61,7 +64,7 @@ double mean_favor_error(int64_t num_features, bool orthogonal, int num_seeds) {
     const torch::Tensor projection = favor_projection(
         num_features, kHeadDim, orthogonal, seeded_generator(1000 + seed), torch::kDouble);
     total += relative_error(favor_attention(x[0], x[1], x[2], projection, FavorKernel::softmax),
-                            exact_softmax_attention(x));
+                            reference_of(Mechanism::dense)(x));
   }
   return total / num_seeds;
 }
@@ -84,6 +87,7 @@ TEST(FavorSoftmax, OrthogonalFeaturesBeatIidOnAverage) {
 }
 
 // With eps = 0 the stabilising maxima cancel exactly, so the features need no maxima at all.
+// (The registry harness checks the default eps, against features with the maxima.)
 TEST(FavorSoftmax, MatchesQuadraticFormOfItsFeatures) {
   torch::manual_seed(1);
   const Inputs x = random_qkv(2, 2, 6, 7, 4, torch::kDouble, 0.7);
@@ -99,26 +103,8 @@ TEST(FavorSoftmax, MatchesQuadraticFormOfItsFeatures) {
         return favor_attention(in[0], in[1], in[2], projection, FavorKernel::softmax, 0.0);
       },
       [&](const Inputs& in) {
-        return row_normalised(by_features(features(in[0]), features(in[1])), in[2]);
-      },
-      x);
-}
-
-TEST(FavorRelu, MatchesQuadraticFormOfItsFeatures) {
-  torch::manual_seed(3);
-  const Inputs x = random_qkv(2, 2, 6, 7, 4);
-  const torch::Tensor projection =
-      favor_projection(9, 4, false, seeded_generator(4), torch::kDouble);
-  constexpr double kEps = 1e-3;
-  const auto features = [&](const torch::Tensor& t) {
-    return torch::relu(t.matmul(projection.t())) + kEps;
-  };
-  expect_same_function(
-      [&](const Inputs& in) {
-        return favor_attention(in[0], in[1], in[2], projection, FavorKernel::relu, kEps);
-      },
-      [&](const Inputs& in) {
-        return row_normalised(by_features(features(in[0]), features(in[1])), in[2]);
+        const torch::Tensor weights = features(in[0]).matmul(features(in[1]).transpose(-2, -1));
+        return weights.matmul(in[2]) / weights.sum(-1, /*keepdim=*/true);
       },
       x);
 }
@@ -162,43 +148,17 @@ TEST(FavorProjection, DefaultFeatureCountIsDLnD) {
   EXPECT_EQ(default_favor_features(64), 266);
 }
 
-TEST(LinearAttention, MatchesQuadraticForm) {
-  torch::manual_seed(8);
-  constexpr double kEps = 1e-3;
-  const auto features = [](const torch::Tensor& t) { return torch::elu(t) + 1; };
-  expect_same_function(
-      [&](const Inputs& in) { return linear_attention(in[0], in[1], in[2], kEps); },
-      [&](const Inputs& in) {
-        const torch::Tensor weights = by_features(features(in[0]), features(in[1]));
-        return weights.matmul(in[2]) / (weights.sum(-1, true) + kEps);
-      },
-      random_qkv(2, 3, 6, 8, 4));
-}
-
-torch::Tensor simple_diffusivity_reference(const Inputs& in, DiffusivityNorm norm) {
-  const auto normalised = [norm](const torch::Tensor& t) {
-    return norm == DiffusivityNorm::per_node ? t / t.norm(2, {-1}, true)
-                                             : t / t.norm(2, {-2, -1}, true);
-  };
-  return row_normalised(1 + by_features(normalised(in[0]), normalised(in[1])), in[2]);
-}
-
-TEST(DiffusivitySimple, MatchesQuadraticFormForBothNorms) {
+// The registry harness covers the per-node norm; the global one is checked here.
+TEST(DiffusivitySimple, GlobalNormMatchesReferenceAndFiniteDifferences) {
   torch::manual_seed(9);
   const Inputs x = random_qkv(2, 2, 6, 7, 4);
-  for (DiffusivityNorm norm : {DiffusivityNorm::per_node, DiffusivityNorm::global}) {
-    expect_same_function(
-        [norm](const Inputs& in) { return diffusivity_simple(in[0], in[1], in[2], norm); },
-        [norm](const Inputs& in) { return simple_diffusivity_reference(in, norm); }, x);
-  }
-}
-
-// Weights sigmoid(q.k) on the allowed entries, rows normalised, empty rows zero.
-torch::Tensor sigmoid_diffusivity_reference(const Inputs& in, const torch::Tensor& allowed) {
-  const torch::Tensor weights =
-      torch::sigmoid(by_features(in[0], in[1])) * allowed.unsqueeze(1).to(in[0].scalar_type());
-  const torch::Tensor row_sum = weights.sum(-1, true);
-  return weights.matmul(in[2]) / torch::where(row_sum > 0, row_sum, torch::ones_like(row_sum));
+  MechanismArguments global;
+  global.diffusivity_norm = DiffusivityNorm::global;
+  const auto simple = [](const Inputs& in) {
+    return diffusivity_simple(in[0], in[1], in[2], DiffusivityNorm::global);
+  };
+  expect_same_function(simple, reference_of(Mechanism::diffusivity_simple, global), x);
+  EXPECT_EQ(check_gradients(simple, x), "");
 }
 
 TEST(DiffusivitySigmoid, MatchesMaskedFormulaWithEmptyRowsZero) {
@@ -213,8 +173,7 @@ TEST(DiffusivitySigmoid, MatchesMaskedFormulaWithEmptyRowsZero) {
       std::vector<AttentionPattern>{with_empty_row, patterns::sliding_window(kNodes, 1, 0)});
   expect_same_function(
       [&](const Inputs& in) { return diffusivity_sigmoid(in[0], in[1], in[2], &per_element); },
-      [&](const Inputs& in) { return sigmoid_diffusivity_reference(in, per_element.dense_mask()); },
-      x);
+      reference_of(Mechanism::diffusivity_sigmoid, restricted_to(per_element)), x);
 
   const PatternBatch shared(with_empty_row);
   const torch::Tensor out = diffusivity_sigmoid(x[0], x[1], x[2], &shared);
@@ -222,16 +181,7 @@ TEST(DiffusivitySigmoid, MatchesMaskedFormulaWithEmptyRowsZero) {
   EXPECT_TRUE(torch::equal(out.select(2, 5), torch::zeros_like(out.select(2, 5))));
   expect_same_function(
       [&](const Inputs& in) { return diffusivity_sigmoid(in[0], in[1], in[2], &shared); },
-      [&](const Inputs& in) { return sigmoid_diffusivity_reference(in, shared.dense_mask()); }, x);
-}
-
-TEST(DiffusivitySigmoid, WithoutPatternMatchesFormula) {
-  torch::manual_seed(11);
-  expect_same_function([](const Inputs& in) { return diffusivity_sigmoid(in[0], in[1], in[2]); },
-                       [](const Inputs& in) {
-                         return row_normalised(torch::sigmoid(by_features(in[0], in[1])), in[2]);
-                       },
-                       random_qkv(2, 2, 5, 7, 3));
+      reference_of(Mechanism::diffusivity_sigmoid, restricted_to(shared)), x);
 }
 
 // 2 heads x 600 keys: the kernel works in blocks of 2^18 / 1200 = 218 query rows, so 600 rows
@@ -241,15 +191,11 @@ TEST(DiffusivitySigmoid, SpansSeveralRowBlocks) {
   constexpr int64_t kNodes = 600;
   const Inputs x = random_qkv(1, 2, kNodes, kNodes, 3);
   expect_same_function([](const Inputs& in) { return diffusivity_sigmoid(in[0], in[1], in[2]); },
-                       [](const Inputs& in) {
-                         return row_normalised(torch::sigmoid(by_features(in[0], in[1])), in[2]);
-                       },
-                       x);
+                       reference_of(Mechanism::diffusivity_sigmoid), x);
   const PatternBatch pattern(patterns::sliding_window(kNodes, 2, 1));
   expect_same_function(
       [&](const Inputs& in) { return diffusivity_sigmoid(in[0], in[1], in[2], &pattern); },
-      [&](const Inputs& in) { return sigmoid_diffusivity_reference(in, pattern.dense_mask()); },
-      x);
+      reference_of(Mechanism::diffusivity_sigmoid, restricted_to(pattern)), x);
 }
 
 // The old formulation held about five N x N matrices in forward + backward (335 MB here); the
@@ -276,45 +222,6 @@ TEST(DiffusivitySigmoid, StaysFiniteWhenEverySigmoidUnderflows) {
   const torch::Tensor v = torch::randn({1, 1, 4, 2}, options);
   const torch::Tensor out = diffusivity_sigmoid(q, k, v);
   EXPECT_TRUE(torch::allclose(out, v.mean(2, true).expand_as(out), 1e-5, 1e-6)) << out;
-}
-
-TEST(LinearTimeMechanisms, GradientsMatchFiniteDifferences) {
-  torch::manual_seed(12);
-  const Inputs x = random_qkv(1, 2, 5, 5, 3);
-  const torch::Tensor projection =
-      favor_projection(8, 3, true, seeded_generator(13), torch::kDouble);
-  const PatternBatch pattern(patterns::sliding_window(5, 1, 1));
-  // Softmax FAVOR+ runs with eps = 0: only then do the detached maxima cancel exactly, so the
-  // computed gradient is the gradient of the function the finite differences see.
-  EXPECT_EQ(check_gradients(
-                [&](const Inputs& in) {
-                  return favor_attention(in[0], in[1], in[2], projection, FavorKernel::softmax,
-                                         0.0);
-                },
-                x),
-            "");
-  EXPECT_EQ(check_gradients(
-                [&](const Inputs& in) {
-                  return favor_attention(in[0], in[1], in[2], projection, FavorKernel::relu);
-                },
-                x),
-            "");
-  EXPECT_EQ(
-      check_gradients([](const Inputs& in) { return linear_attention(in[0], in[1], in[2]); }, x),
-      "");
-  for (DiffusivityNorm norm : {DiffusivityNorm::per_node, DiffusivityNorm::global}) {
-    EXPECT_EQ(
-        check_gradients(
-            [norm](const Inputs& in) { return diffusivity_simple(in[0], in[1], in[2], norm); }, x),
-        "");
-  }
-  EXPECT_EQ(
-      check_gradients([](const Inputs& in) { return diffusivity_sigmoid(in[0], in[1], in[2]); }, x),
-      "");
-  EXPECT_EQ(
-      check_gradients(
-          [&](const Inputs& in) { return diffusivity_sigmoid(in[0], in[1], in[2], &pattern); }, x),
-      "");
 }
 
 TEST(LinearTimeMechanisms, Float32GivesFiniteOutputs) {

@@ -23,7 +23,8 @@ double scale_factor(Scaling scaling, int64_t head_dim);
 
 // A pattern applied to a batch: one pattern shared by every batch element, or one per element.
 // Packs the CSR into tensors for the kernels and caches the dense mask and the padded gather
-// index on first use.
+// index on first use. Copies share that cache, and it is built once even when several threads
+// ask for it at the same time.
 class PatternBatch {
  public:
   explicit PatternBatch(const AttentionPattern& shared);
@@ -48,13 +49,12 @@ class PatternBatch {
   void check_compatible(const torch::Tensor& q, const torch::Tensor& k) const;
 
  private:
-  struct Cache {
-    torch::Tensor dense_mask, padded_indices, padded_valid;
-  };
+  struct Cache;  // in pattern_batch.cpp, which alone needs its once-flags (<mutex>)
+  void build_dense_mask() const;
   void build_padded() const;
   int64_t size_ = 0, num_queries_ = 0, num_keys_ = 0, max_degree_ = 0;
   torch::Tensor row_offsets_, col_indices_;
-  std::shared_ptr<Cache> cache_ = std::make_shared<Cache>();
+  std::shared_ptr<Cache> cache_;
 };
 
 // Validates shapes, dtypes and devices of Q, K, V; throws std::invalid_argument naming the problem.
@@ -76,8 +76,9 @@ torch::Tensor sparse_attention(const torch::Tensor& q, const torch::Tensor& k,
 
 // Linear attention (Katharopoulos et al.): phi = elu + 1,
 // out_i = phi(q_i)^T sum_j phi(k_j) v_j^T / (phi(q_i) . sum_j phi(k_j) + eps).
+constexpr double kLinearAttentionEps = 1e-6;
 torch::Tensor linear_attention(const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v, double eps = 1e-6);
+                               const torch::Tensor& v, double eps = kLinearAttentionEps);
 
 enum class FavorKernel { softmax, relu };
 
@@ -87,9 +88,11 @@ torch::Tensor favor_projection(int64_t num_features, int64_t head_dim, bool orth
                                at::Generator generator, torch::ScalarType dtype = torch::kFloat);
 // FAVOR+ with a given projection; non-causal, linear in the number of tokens.
 // The 1/sqrt(d) softmax temperature is part of the softmax kernel (as in the Performer).
+// eps is added to every feature, keeping the normaliser away from zero.
+constexpr double kFavorEps = 1e-4;
 torch::Tensor favor_attention(const torch::Tensor& q, const torch::Tensor& k,
                               const torch::Tensor& v, const torch::Tensor& projection,
-                              FavorKernel kernel, double eps = 1e-4);
+                              FavorKernel kernel, double eps = kFavorEps);
 int64_t default_favor_features(int64_t head_dim);  // round(d ln d)
 
 enum class DiffusivityNorm { per_node, global };
@@ -119,6 +122,8 @@ Mechanism parse_mechanism(const std::string& name);  // "dense", "favor-softmax"
 std::string mechanism_name(Mechanism mechanism);
 std::vector<std::string> mechanism_names();
 
+struct MechanismArguments;  // structdiff/mechanism_registry.h
+
 struct AttentionConfig {
   Mechanism mechanism = Mechanism::sparse;
   int64_t head_dim = 0;
@@ -142,6 +147,9 @@ class AttentionImpl : public torch::nn::Module {
   const AttentionConfig& config() const { return config_; }
   // FAVOR+: draws a fresh projection now.
   void redraw_features();
+  // What forward hands the mechanism besides Q, K and V (FAVOR+'s features in their stored
+  // dtype), so that the mechanism's reference can be run on the same terms.
+  MechanismArguments arguments(const PatternBatch* pattern) const;
   int64_t calls_since_redraw() const {
     return calls_since_redraw_.defined() ? calls_since_redraw_.item<int64_t>() : 0;
   }

@@ -1,3 +1,5 @@
+// The Attention module: one interface over every registered mechanism (see
+// mechanism_registry.h), with FAVOR+'s random features and their redraws.
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -5,46 +7,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "structdiff/attention.h"
+#include "structdiff/mechanism_registry.h"
 
 namespace structdiff {
-namespace {
-
-const std::pair<Mechanism, const char*> kNames[] = {
-    {Mechanism::dense, "dense"},
-    {Mechanism::sparse, "sparse"},
-    {Mechanism::gather, "gather"},
-    {Mechanism::favor_softmax, "favor-softmax"},
-    {Mechanism::favor_relu, "favor-relu"},
-    {Mechanism::linear, "linear"},
-    {Mechanism::diffusivity_simple, "diffusivity-simple"},
-    {Mechanism::diffusivity_sigmoid, "diffusivity-sigmoid"},
-};
-
-bool is_favor(Mechanism m) { return m == Mechanism::favor_softmax || m == Mechanism::favor_relu; }
-
-}  // namespace
-
-std::vector<std::string> mechanism_names() {
-  std::vector<std::string> names;
-  for (const auto& entry : kNames) names.emplace_back(entry.second);
-  return names;
-}
-
-Mechanism parse_mechanism(const std::string& name) {
-  for (const auto& entry : kNames) {
-    if (name == entry.second) return entry.first;
-  }
-  std::string known;
-  for (const auto& entry : kNames) known += std::string(known.empty() ? "" : ", ") + entry.second;
-  throw std::invalid_argument("unknown attention mechanism '" + name + "' (known: " + known + ")");
-}
-
-std::string mechanism_name(Mechanism mechanism) {
-  for (const auto& entry : kNames) {
-    if (entry.first == mechanism) return entry.second;
-  }
-  throw std::invalid_argument("mechanism_name: invalid enum value");
-}
 
 AttentionImpl::AttentionImpl(AttentionConfig config) : config_(std::move(config)) {
   if (config_.head_dim < 1) {
@@ -55,7 +20,7 @@ AttentionImpl::AttentionImpl(AttentionConfig config) : config_(std::move(config)
   if (config_.redraw_interval < 0) {
     throw std::invalid_argument("Attention: redraw_interval must be >= 0");
   }
-  if (is_favor(config_.mechanism)) {
+  if (mechanism_info(config_.mechanism).uses_features) {
     if (config_.num_features == 0) config_.num_features = default_favor_features(config_.head_dim);
     if (config_.num_features < 1) {
       throw std::invalid_argument("Attention: num_features must be >= 1, got " +
@@ -71,7 +36,7 @@ AttentionImpl::AttentionImpl(AttentionConfig config) : config_(std::move(config)
 }
 
 void AttentionImpl::redraw_features() {
-  if (!is_favor(config_.mechanism)) return;
+  if (!mechanism_info(config_.mechanism).uses_features) return;
   torch::NoGradGuard no_grad;
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>();
   generator.set_state(generator_state_);
@@ -82,47 +47,41 @@ void AttentionImpl::redraw_features() {
   calls_since_redraw_.zero_();
 }
 
+MechanismArguments AttentionImpl::arguments(const PatternBatch* pattern) const {
+  MechanismArguments arguments;
+  arguments.pattern = pattern;
+  arguments.scaling = config_.scaling;
+  if (config_.eps > 0) arguments.eps = config_.eps;  // 0 asks for the mechanism's default
+  arguments.diffusivity_norm = config_.diffusivity_norm;
+  arguments.projection = projection_;
+  return arguments;
+}
+
 torch::Tensor AttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k,
                                      const torch::Tensor& v, const PatternBatch* pattern) {
-  const Mechanism m = config_.mechanism;
-  const bool takes_pattern = m == Mechanism::dense || m == Mechanism::sparse ||
-                             m == Mechanism::gather || m == Mechanism::diffusivity_sigmoid;
-  if (pattern != nullptr && !takes_pattern) {
-    throw std::invalid_argument("attention mechanism '" + mechanism_name(m) +
+  const MechanismInfo& mechanism = mechanism_info(config_.mechanism);
+  // The computations ignore a pattern they cannot use, and refuse to run without one they need.
+  if (pattern != nullptr && mechanism.pattern_use == PatternUse::none) {
+    throw std::invalid_argument(std::string("attention mechanism '") + mechanism.name +
                                 "' cannot be restricted to a pattern");
-  }
-  if (pattern == nullptr && (m == Mechanism::sparse || m == Mechanism::gather)) {
-    throw std::invalid_argument("attention mechanism '" + mechanism_name(m) +
-                                "' needs a pattern");
   }
   if (q.defined() && q.dim() == 4 && q.size(3) != config_.head_dim) {
     throw std::invalid_argument("Attention configured for head_dim " +
                                 std::to_string(config_.head_dim) + " got inputs with head_dim " +
                                 std::to_string(q.size(3)));
   }
-  switch (m) {
-    case Mechanism::dense: return dense_attention(q, k, v, config_.scaling, pattern);
-    case Mechanism::sparse: return sparse_attention(q, k, v, *pattern, config_.scaling);
-    case Mechanism::gather: return gather_attention(q, k, v, *pattern, config_.scaling);
-    case Mechanism::favor_softmax:
-    case Mechanism::favor_relu: {
-      if (is_training() && config_.redraw_interval > 0 &&
-          calls_since_redraw() >= config_.redraw_interval) {
-        redraw_features();
-      }
-      if (is_training()) calls_since_redraw_.add_(1);
-      const FavorKernel kernel =
-          m == Mechanism::favor_softmax ? FavorKernel::softmax : FavorKernel::relu;
-      torch::Tensor projection = projection_.to(q.device(), q.scalar_type());
-      return config_.eps > 0 ? favor_attention(q, k, v, projection, kernel, config_.eps)
-                             : favor_attention(q, k, v, projection, kernel);
+  if (mechanism.uses_features) {
+    if (is_training() && config_.redraw_interval > 0 &&
+        calls_since_redraw() >= config_.redraw_interval) {
+      redraw_features();
     }
-    case Mechanism::linear:
-      return config_.eps > 0 ? linear_attention(q, k, v, config_.eps) : linear_attention(q, k, v);
-    case Mechanism::diffusivity_simple: return diffusivity_simple(q, k, v, config_.diffusivity_norm);
-    case Mechanism::diffusivity_sigmoid: return diffusivity_sigmoid(q, k, v, pattern);
+    if (is_training()) calls_since_redraw_.add_(1);
   }
-  throw std::invalid_argument("Attention: invalid mechanism");
+  MechanismArguments arguments = this->arguments(pattern);
+  if (arguments.projection.defined()) {
+    arguments.projection = arguments.projection.to(q.device(), q.scalar_type());
+  }
+  return mechanism.compute(q, k, v, arguments);
 }
 
 }  // namespace structdiff

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -6,10 +7,19 @@
 
 namespace structdiff {
 
+// Several threads may run attention over one PatternBatch at once (a model shared by worker
+// threads): each cached form is built exactly once, and a thread asking while another builds it
+// waits for it.
+struct PatternBatch::Cache {
+  std::once_flag dense_mask_built, padded_built;
+  torch::Tensor dense_mask, padded_indices, padded_valid;
+};
+
 PatternBatch::PatternBatch(const AttentionPattern& shared)
     : PatternBatch(std::vector<AttentionPattern>{shared}) {}
 
-PatternBatch::PatternBatch(const std::vector<AttentionPattern>& per_element) {
+PatternBatch::PatternBatch(const std::vector<AttentionPattern>& per_element)
+    : cache_(std::make_shared<Cache>()) {
   if (per_element.empty()) throw std::invalid_argument("PatternBatch: no patterns given");
   size_ = static_cast<int64_t>(per_element.size());
   num_queries_ = per_element.front().num_queries();
@@ -39,21 +49,23 @@ PatternBatch::PatternBatch(const std::vector<AttentionPattern>& per_element) {
   }
 }
 
-const torch::Tensor& PatternBatch::dense_mask() const {
-  if (!cache_->dense_mask.defined()) {
-    torch::Tensor mask = torch::zeros({size_, num_queries_, num_keys_}, torch::kBool);
-    auto mask_data = mask.accessor<bool, 3>();
-    auto offsets = row_offsets_.accessor<int64_t, 2>();
-    const int64_t* cols = col_indices_.data_ptr<int64_t>();
-    for (int64_t p = 0; p < size_; ++p) {
-      for (int64_t row = 0; row < num_queries_; ++row) {
-        for (int64_t e = offsets[p][row]; e < offsets[p][row + 1]; ++e) {
-          mask_data[p][row][cols[e]] = true;
-        }
+void PatternBatch::build_dense_mask() const {
+  torch::Tensor mask = torch::zeros({size_, num_queries_, num_keys_}, torch::kBool);
+  auto mask_data = mask.accessor<bool, 3>();
+  auto offsets = row_offsets_.accessor<int64_t, 2>();
+  const int64_t* cols = col_indices_.data_ptr<int64_t>();
+  for (int64_t p = 0; p < size_; ++p) {
+    for (int64_t row = 0; row < num_queries_; ++row) {
+      for (int64_t e = offsets[p][row]; e < offsets[p][row + 1]; ++e) {
+        mask_data[p][row][cols[e]] = true;
       }
     }
-    cache_->dense_mask = mask;
   }
+  cache_->dense_mask = mask;
+}
+
+const torch::Tensor& PatternBatch::dense_mask() const {
+  std::call_once(cache_->dense_mask_built, [this] { build_dense_mask(); });
   return cache_->dense_mask;
 }
 
@@ -78,12 +90,12 @@ void PatternBatch::build_padded() const {
 }
 
 const torch::Tensor& PatternBatch::padded_indices() const {
-  if (!cache_->padded_indices.defined()) build_padded();
+  std::call_once(cache_->padded_built, [this] { build_padded(); });
   return cache_->padded_indices;
 }
 
 const torch::Tensor& PatternBatch::padded_valid() const {
-  if (!cache_->padded_valid.defined()) build_padded();
+  std::call_once(cache_->padded_built, [this] { build_padded(); });
   return cache_->padded_valid;
 }
 

@@ -1,5 +1,7 @@
-// `structdiff bench attention`: dense-with-pattern, gather and the fused sparse kernel, forward
-// + backward, side by side in one process on named workloads.
+// `structdiff bench attention`: registered attention mechanisms (by default dense-with-pattern,
+// gather and the fused sparse kernel), forward + backward, side by side in one process on named
+// workloads. Their FLOP and byte counts and their float64 references come from the mechanism
+// registry.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -13,6 +15,7 @@
 #include "cli/attention_workloads.h"
 #include "cli/command.h"
 #include "structdiff/attention.h"
+#include "structdiff/mechanism_registry.h"
 #include "structdiff/runtime.h"
 
 namespace structdiff::cli {
@@ -28,28 +31,47 @@ struct BenchOptions {
 };
 
 struct Measurement {
-  double ms = 0, gflops = 0, edges_per_second = 0, peak_mb = 0, max_abs_error = 0;
+  bool restricted = false;  // ran on the workload's patterns rather than every token
+  double ms = 0, flops = 0, bytes = 0, peak_mb = 0, max_abs_error = 0;
+  double gflops_per_second() const { return flops / (ms * 1e6); }
+  double gbytes_per_second() const { return bytes / (ms * 1e6); }
 };
 
-
-Measurement measure(const AttentionWorkload& w, const std::string& mechanism,
+Measurement measure(const AttentionWorkload& w, const MechanismInfo& mechanism,
                     torch::ScalarType dtype, const BenchOptions& options, uint64_t seed) {
-  const Mechanism kind = parse_mechanism(mechanism);
   AttentionConfig config;
-  config.mechanism = kind;
+  config.mechanism = mechanism.mechanism;
   config.head_dim = w.head_dim;
   Attention attention(config);
+  const int64_t tokens = w.patterns.front().num_queries();
 
+  Measurement result;
+  // Mechanisms that cannot take a pattern attend to every token, once per pattern as the others.
+  result.restricted = mechanism.pattern_use != PatternUse::none;
   std::vector<PatternBatch> batches;
-  int64_t entries = 0;
+  AttentionSize size;
+  size.batch = w.batch;
+  size.heads = w.heads;
+  size.queries = size.keys = tokens;
+  size.head_dim = w.head_dim;
+  size.features = attention->config().num_features;
+  size.element_bytes = static_cast<int64_t>(c10::elementSize(dtype));
   for (const auto& pattern : w.patterns) {
     batches.emplace_back(pattern);
-    // Build the cached forms outside the timed region: they belong to pattern compilation.
-    if (kind == Mechanism::dense) batches.back().dense_mask();
-    if (kind == Mechanism::gather) batches.back().padded_indices();
-    entries += pattern.num_entries();
+    if (result.restricted) {
+      // Build the cached forms outside the timed region: they belong to pattern compilation.
+      batches.back().dense_mask();
+      batches.back().padded_indices();
+      size.pattern_entries = w.batch * pattern.num_entries();
+    }
+    const AttentionCost cost = mechanism.cost(size);
+    result.flops += cost.flops();
+    result.bytes += cost.bytes();
   }
-  const int64_t tokens = w.patterns.front().num_queries();
+  const auto pattern_of = [&](const PatternBatch& batch) {
+    return result.restricted ? &batch : nullptr;
+  };
+
   torch::manual_seed(seed);
   auto options_t = torch::TensorOptions().dtype(dtype);
   auto make = [&] {
@@ -61,17 +83,20 @@ Measurement measure(const AttentionWorkload& w, const std::string& mechanism,
   auto step = [&] {
     for (auto* t : {&q, &k, &v}) t->mutable_grad() = torch::Tensor();
     for (const auto& batch : batches) {
-      (attention->forward(q, k, v, &batch) * cotangent).sum().backward();
+      (attention->forward(q, k, v, pattern_of(batch)) * cotangent).sum().backward();
     }
   };
 
-  Measurement result;
   {
+    // The float64 reference forms N x N matrices, too large for every element of the biggest
+    // workloads: the first call's first batch element and head are checked.
     torch::NoGradGuard no_grad;
-    PatternBatch reference_batch(w.patterns.front());
-    torch::Tensor reference = dense_attention(q, k, v, Scaling::inverse_sqrt_dim, &reference_batch);
-    result.max_abs_error =
-        (attention->forward(q, k, v, &reference_batch) - reference).abs().max().item<double>();
+    const PatternBatch* pattern = pattern_of(batches.front());
+    const auto first = [](const torch::Tensor& t) { return t.narrow(0, 0, 1).narrow(1, 0, 1); };
+    const torch::Tensor out = first(attention->forward(q, k, v, pattern));
+    const torch::Tensor reference =
+        mechanism.reference(first(q), first(k), first(v), attention->arguments(pattern));
+    result.max_abs_error = (out.to(torch::kDouble) - reference).abs().max().item<double>();
   }
   step();  // warm-up
   {
@@ -80,10 +105,6 @@ Measurement measure(const AttentionWorkload& w, const std::string& mechanism,
     result.peak_mb = static_cast<double>(tracker.peak_bytes()) / (1024.0 * 1024.0);
   }
   result.ms = median_ms(step, options.min_reps, options.min_seconds);
-  // Useful work only: per pattern entry, forward Q.K and P.V (4d) and backward dV, dP, dQ, dK (8d).
-  const double pairs = static_cast<double>(w.batch * w.heads) * static_cast<double>(entries);
-  result.gflops = pairs * 12.0 * static_cast<double>(w.head_dim) / (result.ms * 1e6);
-  result.edges_per_second = pairs / (result.ms * 1e-3);
   return result;
 }
 
@@ -93,8 +114,11 @@ void run(const BenchOptions& options, const GlobalOptions& global) {
   std::printf("structdiff bench attention: %s, %d threads, forward + backward, median of >= %d "
               "runs (more while they fit in %.1f s)\n",
               options.dtype.c_str(), global.threads, options.min_reps, options.min_seconds);
-  std::printf("%-11s %-8s %10s %9s %12s %9s %10s\n", "workload", "mech", "ms", "GFLOP/s",
-              "edges/s", "peak MB", "max|err|");
+  std::printf("# keys: the pattern's, or all for mechanisms that take none. GFLOP/s and GB/s: the "
+              "mechanism registry's counts (products; compulsory traffic) over the time. max|err|: "
+              "first batch element and head of the first call against the float64 reference.\n");
+  std::printf("%-11s %-19s %-7s %10s %9s %8s %9s %10s\n", "workload", "mechanism", "keys",
+              "ms", "GFLOP/s", "GB/s", "peak MB", "max|err|");
   for (const auto& name : options.workloads) {
     const AttentionWorkload w = make_attention_workload(name, global.seed);
     int64_t entries = 0;
@@ -105,18 +129,23 @@ void run(const BenchOptions& options, const GlobalOptions& global) {
                 static_cast<long>(w.patterns.front().num_queries()), static_cast<long>(entries));
     std::map<std::string, double> ms_by_mechanism;
     for (const auto& mechanism : options.mechanisms) {
-      const Measurement m = measure(w, mechanism, dtype, options, global.seed);
+      const Measurement m =
+          measure(w, mechanism_info(parse_mechanism(mechanism)), dtype, options, global.seed);
       ms_by_mechanism[mechanism] = m.ms;
-      std::printf("%-11s %-8s %10.2f %9.2f %12.3e %9.1f %10.2e\n", w.name.c_str(),
-                  mechanism.c_str(), m.ms, m.gflops, m.edges_per_second, m.peak_mb,
-                  m.max_abs_error);
+      std::printf("%-11s %-19s %-7s %10.2f %9.2f %8.2f %9.1f %10.2e\n", w.name.c_str(),
+                  mechanism.c_str(), m.restricted ? "pattern" : "all", m.ms, m.gflops_per_second(),
+                  m.gbytes_per_second(), m.peak_mb, m.max_abs_error);
       std::fflush(stdout);
       rows.push_back({{"workload", w.name},
                       {"mechanism", mechanism},
+                      {"restricted_to_pattern", m.restricted},
                       {"ms", m.ms},
-                      {"gflops", m.gflops},
-                      {"edges_per_s", m.edges_per_second},
+                      {"flops", m.flops},
+                      {"bytes", m.bytes},
+                      {"gflops", m.gflops_per_second()},
+                      {"gbytes_per_s", m.gbytes_per_second()},
                       {"peak_mb", m.peak_mb},
+                      // Against the mechanism's dense float64 reference (see measure).
                       {"max_abs_error_vs_dense", m.max_abs_error},
                       {"tokens", w.patterns.front().num_queries()},
                       {"entries", entries},
@@ -142,12 +171,15 @@ void run(const BenchOptions& options, const GlobalOptions& global) {
 void register_bench_attention(CLI::App& bench, const GlobalOptions& global, Action& action) {
   auto options = std::make_shared<BenchOptions>();
   CLI::App* cmd = bench.add_subcommand(
-      "attention", "Dense-with-pattern vs gather vs fused sparse attention, forward + backward");
+      "attention",
+      "Attention mechanisms side by side, forward + backward: time, GFLOP/s, GB/s, memory and "
+      "error against the float64 reference");
   cmd->add_option("--workload", options->workloads, "Workloads to run")
       ->check(CLI::IsMember(attention_workload_names()))
       ->capture_default_str();
-  cmd->add_option("--mechanism", options->mechanisms, "Mechanisms to compare")
-      ->check(CLI::IsMember({"dense", "gather", "sparse"}))
+  cmd->add_option("--mechanism", options->mechanisms,
+                  "Mechanisms to compare; those that cannot take a pattern attend to every token")
+      ->check(CLI::IsMember(mechanism_names()))
       ->capture_default_str();
   cmd->add_option("--dtype", options->dtype, "float32 or float64")
       ->check(CLI::IsMember({"float32", "float64"}))
