@@ -146,7 +146,7 @@ void run(const BenchOptions& options, const GlobalOptions& global) {
                       {"gbytes_per_s", m.gbytes_per_second()},
                       {"peak_mb", m.peak_mb},
                       // Against the mechanism's dense float64 reference (see measure).
-                      {"max_abs_error_vs_dense", m.max_abs_error},
+                      {"max_abs_error_vs_reference", m.max_abs_error},
                       {"tokens", w.patterns.front().num_queries()},
                       {"entries", entries},
                       {"batch", w.batch},
