@@ -16,6 +16,7 @@
 #include "structdiff/unet.h"
 #include "support/expect_throw.h"
 #include "support/temporary_files.h"
+#include "support/modules.h"
 
 namespace structdiff::ddpm {
 namespace {
@@ -367,16 +368,6 @@ TEST(ImageGrid, WritesAPngOfTheGridSize) {
   EXPECT_EQ(be32(20), 3 * 5 - 1);  // height: 3 rows of 4
   EXPECT_THROW_WITH(write_image_grid(path, torch::rand({2, 2, 4, 4}), 2), std::invalid_argument,
                     "images must be (N >= 1, 1 or 3, H, W)");
-}
-
-// Parameters, then buffers, of two modules of one architecture are equal to the bit.
-void expect_identical(torch::nn::Module& expected, torch::nn::Module& actual) {
-  const auto a = expected.named_parameters(), b = actual.named_parameters();
-  ASSERT_EQ(a.size(), b.size());
-  for (const auto& item : a) EXPECT_TRUE(torch::equal(item.value(), b[item.key()])) << item.key();
-  const auto c = expected.named_buffers(), d = actual.named_buffers();
-  ASSERT_EQ(c.size(), d.size());
-  for (const auto& item : c) EXPECT_TRUE(torch::equal(item.value(), d[item.key()])) << item.key();
 }
 
 // FAVOR+ with a redraw every 2 calls and dropout: resuming must restore the redraw generator and

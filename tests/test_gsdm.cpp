@@ -14,6 +14,7 @@
 #include "structdiff/sinusoidal.h"
 #include "support/gradcheck.h"
 #include "support/temporary_files.h"
+#include "support/modules.h"
 
 namespace structdiff::gsdm {
 namespace {
@@ -235,16 +236,6 @@ TEST(GsdmTraining, ResumeContinuesTheSameTrajectory) {
     EXPECT_TRUE(torch::equal(model_a->parameters()[i], model_b->parameters()[i])) << "parameter " << i;
     EXPECT_TRUE(torch::equal(ema_a->parameters()[i], ema_b->parameters()[i])) << "EMA parameter " << i;
   }
-}
-
-// Parameters, then buffers, of two modules of one architecture are equal to the bit.
-void expect_identical(torch::nn::Module& expected, torch::nn::Module& actual) {
-  const auto a = expected.named_parameters(), b = actual.named_parameters();
-  ASSERT_EQ(a.size(), b.size());
-  for (const auto& item : a) EXPECT_TRUE(torch::equal(item.value(), b[item.key()])) << item.key();
-  const auto c = expected.named_buffers(), d = actual.named_buffers();
-  ASSERT_EQ(c.size(), d.size());
-  for (const auto& item : c) EXPECT_TRUE(torch::equal(item.value(), d[item.key()])) << item.key();
 }
 
 // A 4x4 Sudoku GSDM trained through the one loop, with validation that samples.
