@@ -9,7 +9,7 @@ packages=(
   libtorch-dev libopenblas0-openmp
   libcli11-dev nlohmann-json3-dev libstb-dev zlib1g-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  dataset-fashion-mnist
+  dataset-fashion-mnist bible-kjv
 )
 
 missing=()
@@ -65,3 +65,18 @@ if ((mnist_missing)); then
   trap - EXIT
 fi
 echo "setup.sh: MNIST in $mnist_dir"
+
+# The King James Bible (Debian package bible-kjv) as plain text for Tracformer: one verse a line
+# without its reference, a blank line between chapters (the train/validation/test split is by
+# these blocks).
+kjv_file="$repo_root/data/kjv/kjv.txt"
+if [[ ! -s "$kjv_file" ]]; then
+  mkdir -p "$(dirname "$kjv_file")"
+  bible -f 'gen1:1-rev22:21' |
+    awk '{ chapter = substr($1, 1, index($1, ":") - 1)
+           if (NR > 1 && chapter != last) print ""
+           last = chapter
+           sub(/^[^ ]+ /, ""); print }' > "$kjv_file.tmp"
+  mv "$kjv_file.tmp" "$kjv_file"
+fi
+echo "setup.sh: King James Bible in $kjv_file"

@@ -537,4 +537,97 @@ TEST(Cli, DifformerWithoutValidationNodesIsRefused) {
   EXPECT_TRUE(contains(r.output, "--validation: must be > 0, got 0")) << r.output;
 }
 
+// A small text of 40 blocks (so train / validation / test splits by block) for Tracformer runs.
+std::string tracformer_text() {
+  const std::string path = temp_path("tracformer.txt");
+  std::ofstream out(path);
+  for (int block = 0; block < 40; ++block) {
+    for (int line = 0; line < 4; ++line) out << "and the word was with god, verse " << line << ".\n";
+    out << "\n";
+  }
+  return path;
+}
+
+const char* const kTinyTracformer =
+    " --d-model 16 --heads 2 --layers 3 --block-size 32 --batch 4 --span-mean 3 --warmup 0";
+
+TEST(Cli, TracformerTrainEvalInfill) {
+  const std::string text = tracformer_text(), model = temp_path("tf.pt"), json = temp_path("tf.json");
+  Result r = run("tracformer train --text " + text + kTinyTracformer +
+                 " --train-steps 3 --validate-every 3 --seed 2 --out " + model);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "in 40 blocks")) << r.output;
+
+  // The evaluation text may hold characters the model never saw: counted, never scored.
+  const std::string other = temp_path("other.txt");
+  std::ofstream(other) << "Zebra \xC3\xA9t\xC3\xA9 and the word was with god, verse 9.\n";
+  r = run("tracformer eval --model " + model + " --text " + other +
+          " --mask-ratio 0.5 --span-mean 8 --seed 1 --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json result = nlohmann::json::parse(std::ifstream(json));
+  EXPECT_GT(result.at("bits_per_char").get<double>(), 0.0);
+  EXPECT_EQ(result.at("masked_chars").get<int64_t>() + result.at("unknown_chars").get<int64_t>(), 16);  // half of one 32-character crop
+  EXPECT_TRUE(result.contains("provenance"));
+
+  r = run("tracformer infill --model " + model + " \"and the ____ was\" --samples 2 --seed 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Two samples, each with its log-likelihood (a sample may itself hold a drawn newline).
+  size_t likelihoods = 0;
+  for (size_t at = r.output.find("log-likelihood"); at != std::string::npos;
+       at = r.output.find("log-likelihood", at + 1)) {
+    ++likelihoods;
+  }
+  EXPECT_EQ(likelihoods, 2u) << r.output;
+  EXPECT_TRUE(contains(r.output, "and the ")) << r.output;
+  EXPECT_FALSE(contains(r.output, "____")) << r.output;
+  r = run("tracformer infill --model " + model + " \"and the word\" --mask 4:7");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST(Cli, TracformerBadInputIsNamed) {
+  const std::string text = tracformer_text(), model = temp_path("tf-bad.pt");
+  const std::string empty = temp_path("empty.txt"), binary = temp_path("binary.txt");
+  std::ofstream(empty).close();
+  std::ofstream(binary, std::ios::binary) << std::string("ab\0\xFF", 4);
+  const std::string train = "tracformer train" + std::string(kTinyTracformer) + " --train-steps 1 --out " + model;
+  struct Case {
+    std::string args, message;
+  };
+  // Options the tiny configuration would give twice.
+  const std::string plain = "tracformer train --train-steps 1 --out " + model + " --text " + text;
+  const std::vector<Case> cases = {
+      {train + " --text " + temp_path("missing.txt"), "does not exist"},
+      {train + " --text " + empty, "is empty"},
+      {train + " --text " + binary, "is not UTF-8 text (byte 0x00 at offset 2)"},
+      {plain + " --heads 3", "multiple of heads"},
+      {train + " --text " + text + " --architecture gpt", "accepted: tracformer"},
+      {train + " --text " + text + " --attention favor-softmax", "cannot be restricted to a pattern"},
+      {train + " --text " + text + " --mask-ratio 0", "mask ratio must be in (0, 1]"},
+      {plain + " --span-mean 0.5", "span mean must be"},
+      {plain + " --block-size 100000", "fewer than the block size"},
+  };
+  for (const Case& c : cases) {
+    Result r = run(c.args);
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_EQ(line_count(r.output), 1) << c.args << ": " << r.output;
+    EXPECT_TRUE(contains(r.output, c.message)) << c.args << ": " << r.output;
+  }
+  ASSERT_EQ(run(train + " --text " + text).exit_code, 0);
+  const std::vector<Case> use = {
+      {"tracformer infill --model " + model + " \"no gaps\"", "nothing to fill"},
+      {"tracformer infill --model " + model + " \"abc\" --mask 2:9", "is not A:B with 0 <= A < B <= 3"},
+      {"tracformer infill --model " + model + " \"a_c\" --temperature 0", "temperature must be"},
+      {"tracformer eval --model " + model + " --text " + binary, "is not UTF-8 text"},
+      {"tracformer eval --model " + model + " --text " + text + " --ranges 0.9:0.1", "out of order"},
+      {"tracformer eval --model " + std::string(STRUCTDIFF_SOURCE_DIR) +
+           "/models/sudoku9.pt --text " + text, "holds a model of kind 'sudoku', not 'tracformer'"},
+  };
+  for (const Case& c : use) {
+    Result r = run(c.args);
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_EQ(line_count(r.output), 1) << c.args << ": " << r.output;
+    EXPECT_TRUE(contains(r.output, c.message)) << c.args << ": " << r.output;
+  }
+}
+
 }  // namespace

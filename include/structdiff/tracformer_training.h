@@ -1,0 +1,109 @@
+// Tracformer on text: batches of masked crops, the training task on the one loop, likelihoods,
+// evaluation over fixed crops and masks, and CAR sampling.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "structdiff/text_data.h"
+#include "structdiff/tracformer.h"
+#include "structdiff/train.h"
+
+namespace structdiff::tracformer {
+
+// What a training sequence hides: spans (Algorithm 1), the paper's mixture (Algorithm 2), or all
+// positions (plain left-to-right language modelling, the AR baseline's objective).
+enum class Masking { spans, mixed, all };
+Masking parse_masking(const std::string& name);  // "spans" | "mixed" | "all"
+std::string masking_name(Masking masking);
+
+// A batch: true tokens (B, T) int64 (-1 outside the vocabulary) and the context C (B, T) bool.
+struct Batch {
+  torch::Tensor tokens, given;
+};
+
+// `batch` crops of `length` tokens at uniformly drawn offsets of `ids`, masked by `masking`.
+Batch random_batch(const torch::Tensor& ids, int64_t batch, int64_t length, Masking masking,
+                   const data::SpanMasking& spans, std::mt19937_64& rng);
+
+// Per-position log-probabilities (natural log) of the true tokens under `mode`, and which
+// positions are scored: not given and inside the vocabulary. No gradient; model in eval mode.
+struct Scores {
+  torch::Tensor log_probs;  // (B, T) float64, 0 where not scored
+  torch::Tensor scored;     // (B, T) bool
+};
+Scores score(Tracformer& model, const Batch& batch, Mode mode);
+
+// The training loss (Eq. 7 or 8 by the model's objective): the negative log-likelihood of the
+// hidden tokens, summed over the batch and divided by the number of hidden tokens (the paper's
+// Eq. 7 sums per sequence; dividing by the count keeps the scale fixed when the mixture's masked
+// fraction varies).
+torch::Tensor masked_nll(Tracformer& model, const Batch& batch, at::Generator* dropout);
+
+struct TrainingOptions : train::LoopOptions {
+  TrainingOptions() {
+    learning_rate = 1e-3;
+    weight_decay = 0.1;
+    warmup_steps = 100;
+    decay = train::LearningRateDecay::cosine;
+    ema_decay = 0.0;
+  }
+  int64_t batch = 32;
+  Masking masking = Masking::spans;
+  data::SpanMasking spans;
+  int64_t validation_crops = 64;
+};
+
+// Trains `model` on `train_ids`, validating bits per hidden character of `ema_model` on fixed
+// crops and masks of `validation_ids` (seeded by data_seed), through train::run_training.
+train::LoopResult train_model(Tracformer model, Tracformer ema_model, const torch::Tensor& train_ids,
+                              const torch::Tensor& validation_ids, const TrainingOptions& options,
+                              const nlohmann::json& metadata, uint64_t data_seed);
+
+// ---- evaluation ------------------------------------------------------------------------------
+
+// Which positions an evaluation hides in each crop.
+struct EvalMasking {
+  data::SpanMasking spans;  // used when ranges is empty
+  // Fractions [a, b) of the crop, hidden as [round(a T), round(b T)); the paper's mask ranges.
+  std::vector<std::pair<double, double>> ranges;
+};
+// "0.25:0.75,0.9:1" -> ranges; throws std::invalid_argument naming the bad part.
+std::vector<std::pair<double, double>> parse_ranges(const std::string& text);
+
+// Crops of `length` tokens laid end to end from the start of `ids` (at most `max_crops`; one
+// shorter crop when ids is shorter than length) with masks drawn from `seed` alone, so every
+// model is scored on the same positions.
+std::vector<Batch> evaluation_batches(const torch::Tensor& ids, int64_t length, int64_t max_crops,
+                                      const EvalMasking& masking, uint64_t seed, int64_t batch);
+
+struct EvalResult {
+  double bits_per_char = 0;  // mean over scored positions
+  int64_t masked_chars = 0;  // scored positions
+  int64_t unknown_chars = 0;  // hidden positions whose character is outside the vocabulary
+  int64_t crops = 0;
+  std::vector<double> crop_bits;  // per crop: summed bits, for paired comparisons
+  std::vector<int64_t> crop_chars;
+};
+EvalResult evaluate(Tracformer& model, const std::vector<Batch>& batches, Mode mode);
+
+// ---- sampling --------------------------------------------------------------------------------
+
+struct SamplingOptions {
+  double temperature = 1.0;  // > 0
+  double top_p = 1.0;        // in (0, 1]
+};
+// Fills the hidden positions of each row left to right, each drawn from Pr(x_t | x_C, x_<t)
+// (the CAR chain rule; models trained for AC run in CAR input mode, bert reveals its draws as
+// context). Probabilities in float64. Returns the filled tokens.
+torch::Tensor infill(Tracformer& model, const Batch& batch, const SamplingOptions& options,
+                     at::Generator& generator);
+// log Pr(x_R | x_C) by the left-to-right chain rule: one pass for models that condition on the
+// preceding tokens, one pass per hidden position for bert. (B) float64, natural log.
+torch::Tensor chain_rule_log_likelihood(Tracformer& model, const Batch& batch);
+
+}  // namespace structdiff::tracformer

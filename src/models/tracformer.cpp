@@ -1,0 +1,431 @@
+// Tracformer and its same-block baselines: configuration, blocks, patterns, forward pass.
+#include <stdexcept>
+#include <string>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "structdiff/rope.h"
+#include "structdiff/runtime.h"
+#include "structdiff/text_data.h"
+#include "structdiff/tracformer.h"
+#include "structdiff/train.h"
+
+namespace structdiff::tracformer {
+namespace {
+
+const std::vector<std::pair<Architecture, std::string>> kArchitectures = {
+    {Architecture::tracformer, "tracformer"},
+    {Architecture::tracformer_dense_encoder, "tracformer-dense-encoder"},
+    {Architecture::bart, "bart"},
+    {Architecture::bert, "bert"},
+    {Architecture::ar, "ar"}};
+
+bool is_tracformer(Architecture architecture) {
+  return architecture == Architecture::tracformer ||
+         architecture == Architecture::tracformer_dense_encoder;
+}
+
+int64_t decoder_depth(const Config& config) {
+  switch (config.architecture) {
+    case Architecture::tracformer:
+    case Architecture::tracformer_dense_encoder: return config.layers;
+    case Architecture::bart: return config.decoder_layers > 0 ? config.decoder_layers : config.layers;
+    default: return 0;
+  }
+}
+
+// Query i attends keys i .. n-1.
+AttentionPattern anti_causal(int64_t n) { return patterns::sliding_window(n, 0, n); }
+
+}  // namespace
+
+Architecture parse_architecture(const std::string& name) {
+  for (const auto& [architecture, known] : kArchitectures) {
+    if (known == name) return architecture;
+  }
+  throw std::invalid_argument(
+      "unknown architecture '" + name +
+      "' (accepted: tracformer, tracformer-dense-encoder, bart, bert, ar)");
+}
+
+std::string architecture_name(Architecture architecture) {
+  for (const auto& [known, name] : kArchitectures) {
+    if (known == architecture) return name;
+  }
+  throw std::invalid_argument("architecture_name: not an Architecture");
+}
+
+Mode parse_mode(const std::string& name) {
+  if (name == "car") return Mode::car;
+  if (name == "ac") return Mode::ac;
+  throw std::invalid_argument("unknown mode '" + name + "' (accepted: car, ac)");
+}
+
+std::string mode_name(Mode mode) { return mode == Mode::car ? "car" : "ac"; }
+
+int64_t Config::vocab_size() const {
+  return vocab_size_override > 0 ? vocab_size_override
+                                  : static_cast<int64_t>(characters.size()) + 1;
+}
+
+void check_config(const Config& c) {
+  auto fail = [](const std::string& what) { throw std::invalid_argument("tracformer: " + what); };
+  if (c.d_model < 1 || c.heads < 1 || c.d_model % c.heads != 0) {
+    fail("d_model (" + std::to_string(c.d_model) + ") must be a positive multiple of heads (" +
+         std::to_string(c.heads) + ")");
+  }
+  if (c.head_dim() % 2 != 0) {
+    fail("the head dimension d_model / heads = " + std::to_string(c.head_dim()) +
+         " must be even for RoPE");
+  }
+  if (c.layers < 1 || c.layers > 64) fail("layers must be in [1, 64], got " + std::to_string(c.layers));
+  if (c.decoder_layers < 0 || c.decoder_layers > 64) {
+    fail("decoder_layers must be in [0, 64], got " + std::to_string(c.decoder_layers));
+  }
+  if (c.n_max < 2) fail("n_max must be >= 2, got " + std::to_string(c.n_max));
+  if (c.block_size < 2) fail("block_size must be >= 2, got " + std::to_string(c.block_size));
+  if (!(c.dropout >= 0 && c.dropout < 1)) fail("dropout must be in [0, 1), got " + std::to_string(c.dropout));
+  if (c.vocab_size() < 2) fail("the vocabulary needs at least one character");
+  if (c.mechanism != Mechanism::sparse && c.mechanism != Mechanism::dense &&
+      c.mechanism != Mechanism::gather) {
+    fail("attention '" + mechanism_name(c.mechanism) +
+         "' cannot be restricted to a pattern (accepted: sparse, dense, gather)");
+  }
+  if (c.architecture == Architecture::bert && c.objective != Mode::ac) {
+    fail("bert is trained for ac (arbitrary context), not car");
+  }
+  if ((c.architecture == Architecture::bart || c.architecture == Architecture::ar) &&
+      c.objective != Mode::car) {
+    fail(architecture_name(c.architecture) + " conditions on the preceding tokens: its objective is car");
+  }
+}
+
+void to_json(nlohmann::json& out, const Config& c) {
+  out = {{"architecture", architecture_name(c.architecture)},
+         {"objective", mode_name(c.objective)},
+         {"characters", data::encode_utf8(c.characters)},
+         {"d_model", c.d_model},
+         {"heads", c.heads},
+         {"layers", c.layers},
+         {"decoder_layers", c.decoder_layers},
+         {"n_max", c.n_max},
+         {"block_size", c.block_size},
+         {"dropout", c.dropout},
+         {"attention", mechanism_name(c.mechanism)},
+         {"init_seed", c.init_seed}};
+}
+
+void from_json(const nlohmann::json& in, Config& c) {
+  c.architecture = parse_architecture(in.at("architecture").get<std::string>());
+  c.objective = parse_mode(in.at("objective").get<std::string>());
+  c.characters = data::decode_utf8(in.at("characters").get<std::string>(), "the model's vocabulary");
+  c.d_model = in.at("d_model").get<int64_t>();
+  c.heads = in.at("heads").get<int64_t>();
+  c.layers = in.at("layers").get<int64_t>();
+  c.decoder_layers = in.at("decoder_layers").get<int64_t>();
+  c.n_max = in.at("n_max").get<int64_t>();
+  c.block_size = in.at("block_size").get<int64_t>();
+  c.dropout = in.at("dropout").get<double>();
+  c.mechanism = parse_mechanism(in.at("attention").get<std::string>());
+  c.init_seed = in.at("init_seed").get<uint64_t>();
+}
+
+torch::Tensor dropout(const torch::Tensor& x, double p, at::Generator* generator) {
+  if (generator == nullptr || p <= 0) return x;
+  const torch::Tensor keep = at::bernoulli(x, 1.0 - p, *generator);
+  return x * keep * (1.0 / (1.0 - p));
+}
+
+// ---- blocks ----------------------------------------------------------------------------------
+
+RotaryAttentionImpl::RotaryAttentionImpl(int64_t d_model, int64_t heads, Mechanism mechanism)
+    : heads_(heads) {
+  q_ = register_module("q", torch::nn::Linear(d_model, d_model));
+  k_ = register_module("k", torch::nn::Linear(d_model, d_model));
+  v_ = register_module("v", torch::nn::Linear(d_model, d_model));
+  o_ = register_module("o", torch::nn::Linear(d_model, d_model));
+  AttentionConfig config;
+  config.mechanism = mechanism;
+  config.head_dim = d_model / heads;
+  attention_ = register_module("attention", Attention(config));
+}
+
+torch::Tensor RotaryAttentionImpl::forward(const torch::Tensor& queries,
+                                           const torch::Tensor& keys_values,
+                                           const torch::Tensor& query_positions,
+                                           const torch::Tensor& key_positions,
+                                           const PatternBatch& pattern) {
+  const int64_t batch = queries.size(0), num_queries = queries.size(1);
+  const int64_t num_keys = keys_values.size(1), d_model = queries.size(2);
+  const int64_t head_dim = d_model / heads_;
+  auto split = [&](const torch::Tensor& x, int64_t tokens) {
+    return x.view({batch, tokens, heads_, head_dim}).transpose(1, 2);
+  };
+  const torch::Tensor q = apply_rope(split(q_(queries), num_queries), query_positions);
+  const torch::Tensor k = apply_rope(split(k_(keys_values), num_keys), key_positions);
+  const torch::Tensor v = split(v_(keys_values), num_keys).contiguous();
+  const torch::Tensor out = attention_(q, k, v, &pattern);  // (B, H, Q, head_dim)
+  return o_(out.transpose(1, 2).reshape({batch, num_queries, d_model}));
+}
+
+BlockImpl::BlockImpl(const Config& config, bool self_attention, bool cross_attention)
+    : dropout_(config.dropout) {
+  const int64_t d = config.d_model;
+  auto norm = [d] { return torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})); };
+  if (self_attention) {
+    self_norm_ = register_module("self_norm", norm());
+    self_attention_ = register_module("self_attention",
+                                      RotaryAttention(d, config.heads, config.mechanism));
+  }
+  if (cross_attention) {
+    cross_norm_ = register_module("cross_norm", norm());
+    memory_norm_ = register_module("memory_norm", norm());
+    cross_attention_ = register_module("cross_attention",
+                                       RotaryAttention(d, config.heads, config.mechanism));
+  }
+  ffn_norm_ = register_module("ffn_norm", norm());
+  up_ = register_module("up", torch::nn::Linear(d, 4 * d));
+  down_ = register_module("down", torch::nn::Linear(4 * d, d));
+}
+
+torch::Tensor BlockImpl::forward(torch::Tensor x, const Context& context) {
+  if (self_attention_) {
+    const torch::Tensor normed = self_norm_(x);
+    x = x + dropout(self_attention_(normed, normed, context.query_positions,
+                                    context.query_positions, *context.self_pattern),
+                    dropout_, context.dropout);
+  }
+  if (cross_attention_) {
+    x = x + dropout(cross_attention_(cross_norm_(x), memory_norm_(*context.memory),
+                                     context.query_positions, context.memory_positions,
+                                     *context.cross_pattern),
+                    dropout_, context.dropout);
+  }
+  return x + dropout(down_(torch::gelu(up_(ffn_norm_(x)))), dropout_, context.dropout);
+}
+
+// ---- patterns --------------------------------------------------------------------------------
+
+AttentionPattern decoder_union_pattern(int64_t T, int64_t num_layers, int64_t layer) {
+  const AttentionPattern prefix =
+      patterns::tracformer_decoder(T, num_layers, layer, patterns::Direction::prefix);
+  const AttentionPattern suffix =
+      patterns::tracformer_decoder(T, num_layers, layer, patterns::Direction::suffix);
+  std::vector<int64_t> offsets{0}, columns;
+  columns.reserve(prefix.num_entries() + suffix.num_entries());
+  for (int64_t row = 0; row < T; ++row) {
+    for (int64_t e = prefix.row_offsets()[row]; e < prefix.row_offsets()[row + 1]; ++e) {
+      columns.push_back(prefix.col_indices()[e]);
+    }
+    for (int64_t e = suffix.row_offsets()[row]; e < suffix.row_offsets()[row + 1]; ++e) {
+      columns.push_back(T + suffix.col_indices()[e]);
+    }
+    offsets.push_back(static_cast<int64_t>(columns.size()));
+  }
+  return AttentionPattern(T, 2 * T, std::move(offsets), std::move(columns));
+}
+
+struct TracformerImpl::Patterns {
+  std::vector<PatternBatch> encoder, decoder_self, decoder_cross;
+  torch::Tensor positions, memory_positions;
+};
+
+const TracformerImpl::Patterns& TracformerImpl::patterns(int64_t T, int64_t batch) {
+  std::lock_guard<std::mutex> lock(patterns_mutex_);
+  // Only the Tracformer encoders' patterns differ between batch elements (prefix, then suffix).
+  const int64_t key_batch = is_tracformer(config_.architecture) ? batch : 0;
+  auto& cached = patterns_[{T, key_batch}];
+  if (cached) return *cached;
+  auto built = std::make_shared<Patterns>();
+  built->positions = torch::arange(T, torch::kLong);
+  const int64_t L = config_.layers;
+  switch (config_.architecture) {
+    case Architecture::tracformer:
+    case Architecture::tracformer_dense_encoder: {
+      const bool dense = config_.architecture == Architecture::tracformer_dense_encoder;
+      for (int64_t l = 1; l <= L; ++l) {
+        const AttentionPattern prefix =
+            dense ? patterns::causal(T)
+                  : patterns::tracformer_encoder(T, l, config_.n_max, patterns::Direction::prefix);
+        const AttentionPattern suffix =
+            dense ? anti_causal(T)
+                  : patterns::tracformer_encoder(T, l, config_.n_max, patterns::Direction::suffix);
+        std::vector<AttentionPattern> per_element(batch, prefix);
+        per_element.insert(per_element.end(), batch, suffix);
+        built->encoder.emplace_back(per_element);
+        built->decoder_cross.emplace_back(decoder_union_pattern(T, L, l));
+      }
+      built->memory_positions = torch::cat({built->positions, built->positions});
+      break;
+    }
+    case Architecture::bart:
+      built->encoder.emplace_back(patterns::full(T, T));
+      built->decoder_self.emplace_back(patterns::causal(T));
+      built->decoder_cross.emplace_back(patterns::full(T, T));
+      built->memory_positions = built->positions;
+      break;
+    case Architecture::bert: built->encoder.emplace_back(patterns::full(T, T)); break;
+    case Architecture::ar: built->encoder.emplace_back(patterns::causal(T)); break;
+  }
+  cached = built;
+  return *cached;
+}
+
+// ---- the model -------------------------------------------------------------------------------
+
+TracformerImpl::TracformerImpl(Config config) : config_(std::move(config)) {
+  check_config(config_);
+  const bool bart = config_.architecture == Architecture::bart;
+  {
+    // Modules draw default initial weights from libtorch's generator: keep its stream untouched,
+    // then draw the real ones from init_seed below.
+    DefaultGeneratorGuard guard;
+    embedding_ = register_module("embedding",
+                                 torch::nn::Embedding(config_.vocab_size(), config_.d_model));
+    encoder_ = register_module("encoder", torch::nn::ModuleList());
+    for (int64_t l = 0; l < config_.layers; ++l) encoder_->push_back(Block(config_, true, false));
+    decoder_ = register_module("decoder", torch::nn::ModuleList());
+    for (int64_t l = 0; l < decoder_depth(config_); ++l) {
+      decoder_->push_back(Block(config_, /*self_attention=*/bart, /*cross_attention=*/true));
+    }
+    final_norm_ = register_module(
+        "final_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config_.d_model})));
+  }
+  // GPT-2's initialisation: N(0, 0.02) weights and embeddings, zero biases, unit LayerNorms.
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(config_.init_seed);
+  torch::NoGradGuard no_grad;
+  for (auto& item : named_parameters()) {
+    torch::Tensor& p = item.value();
+    const bool norm = item.key().find("norm") != std::string::npos;
+    if (norm) continue;
+    if (p.dim() >= 2) {
+      p.copy_(at::normal(0.0, 0.02, p.sizes(), generator, p.options()));
+    } else {
+      p.zero_();
+    }
+  }
+}
+
+int64_t TracformerImpl::non_embedding_parameters() const {
+  int64_t count = 0;
+  for (const auto& p : parameters()) count += p.numel();
+  return count - embedding_->weight.numel();
+}
+
+Mode TracformerImpl::effective_mode(Mode requested) const {
+  switch (config_.architecture) {
+    case Architecture::bert: return Mode::ac;
+    case Architecture::bart:
+    case Architecture::ar: return Mode::car;
+    default: return requested;
+  }
+}
+
+torch::Tensor TracformerImpl::embed(const torch::Tensor& ids, at::Generator* generator) {
+  return dropout(embedding_(ids), config_.dropout, generator);
+}
+
+torch::Tensor TracformerImpl::head(const torch::Tensor& features) {
+  // Tied to the embedding; <MASK> (the last row) is never predicted.
+  return torch::nn::functional::linear(
+      final_norm_(features), embedding_->weight.narrow(0, 0, config_.vocab_size() - 1));
+}
+
+torch::Tensor TracformerImpl::forward(const torch::Tensor& tokens, const torch::Tensor& given,
+                                      Mode mode, at::Generator* generator) {
+  if (tokens.dim() != 2 || tokens.scalar_type() != torch::kLong || given.sizes() != tokens.sizes() ||
+      given.scalar_type() != torch::kBool) {
+    throw std::invalid_argument("Tracformer: expected (batch, T) int64 tokens and bool context, got " +
+                                c10::str(tokens.sizes()) + " and " + c10::str(given.sizes()));
+  }
+  const int64_t batch = tokens.size(0), T = tokens.size(1);
+  if (batch < 1 || T < 1) throw std::invalid_argument("Tracformer: empty batch");
+  if (tokens.numel() > 0 && tokens.max().item<int64_t>() >= config_.vocab_size() - 1) {
+    throw std::invalid_argument("Tracformer: token id " + std::to_string(tokens.max().item<int64_t>()) +
+                                " is outside the vocabulary of " +
+                                std::to_string(config_.vocab_size() - 1) + " characters");
+  }
+  const torch::Tensor mask = torch::full_like(tokens, config_.mask_id());
+  const torch::Tensor known = torch::where(tokens >= 0, tokens, mask);
+  const torch::Tensor masked_input = torch::where(given, known, mask);  // x_C, <MASK> elsewhere
+  // The true tokens shifted right by one, <MASK> first: position t reads x_{t-1}.
+  const torch::Tensor shifted = torch::cat({mask.narrow(1, 0, 1), known.narrow(1, 0, T - 1)}, 1);
+  const Patterns& p = patterns(T, batch);
+
+  BlockImpl::Context context;
+  context.query_positions = p.positions;
+  context.dropout = generator;
+  switch (config_.architecture) {
+    case Architecture::tracformer:
+    case Architecture::tracformer_dense_encoder: {
+      const torch::Tensor prefix_input = mode == Mode::car ? known : masked_input;
+      torch::Tensor x = embed(torch::cat({prefix_input, masked_input}, 0), generator);
+      std::vector<torch::Tensor> layers;  // encoder outputs, prefix rows then suffix rows
+      for (int64_t l = 0; l < config_.layers; ++l) {
+        context.self_pattern = &p.encoder[l];
+        x = encoder_[l]->as<Block>()->forward(x, context);
+        layers.push_back(x);
+      }
+      torch::Tensor h = torch::zeros({batch, T, config_.d_model}, x.options());
+      context.memory_positions = p.memory_positions;
+      for (int64_t l = 0; l < config_.layers; ++l) {
+        // Decoder layer l + 1 reads encoder layer L - l: coarse scopes first, fine last.
+        const torch::Tensor& features = layers[config_.layers - 1 - l];
+        const torch::Tensor memory =
+            torch::cat({features.narrow(0, 0, batch), features.narrow(0, batch, batch)}, 1);
+        context.memory = &memory;
+        context.cross_pattern = &p.decoder_cross[l];
+        h = decoder_[l]->as<Block>()->forward(h, context);
+      }
+      return head(h);
+    }
+    case Architecture::bart: {
+      torch::Tensor x = embed(masked_input, generator);
+      context.self_pattern = &p.encoder[0];
+      for (const auto& block : *encoder_) x = block->as<Block>()->forward(x, context);
+      torch::Tensor h = embed(shifted, generator);
+      context.memory = &x;
+      context.memory_positions = p.memory_positions;
+      context.self_pattern = &p.decoder_self[0];
+      context.cross_pattern = &p.decoder_cross[0];
+      for (const auto& block : *decoder_) h = block->as<Block>()->forward(h, context);
+      return head(h);
+    }
+    case Architecture::bert:
+    case Architecture::ar: {
+      const bool bert = config_.architecture == Architecture::bert;
+      torch::Tensor x = embed(bert ? masked_input : shifted, generator);
+      context.self_pattern = &p.encoder[0];
+      for (const auto& block : *encoder_) x = block->as<Block>()->forward(x, context);
+      return head(x);
+    }
+  }
+  throw std::logic_error("Tracformer: unknown architecture");
+}
+
+// ---- model files -----------------------------------------------------------------------------
+
+void save_model(const std::string& path, Tracformer& model, nlohmann::json metadata) {
+  metadata["config"] = model->config();
+  train::save_model_file(path, "tracformer", *model, std::move(metadata));
+}
+
+Tracformer load_model(const std::string& path, nlohmann::json* metadata) {
+  Tracformer model{nullptr};
+  nlohmann::json read = train::load_model_file(
+      path, "tracformer", [&](const nlohmann::json& stored) -> torch::nn::Module& {
+        try {
+          model = Tracformer(stored.at("config").get<Config>());
+        } catch (const nlohmann::json::exception& e) {
+          throw std::runtime_error(path + ": the model's configuration is incomplete (" +
+                                   std::string(e.what()) + ")");
+        }
+        return *model;
+      });
+  if (metadata != nullptr) *metadata = std::move(read);
+  return model;
+}
+
+}  // namespace structdiff::tracformer

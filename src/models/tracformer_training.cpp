@@ -1,0 +1,264 @@
+// Tracformer on text: masked crops, the loss, training on the one loop, evaluation, sampling.
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "structdiff/runtime.h"
+#include "structdiff/tracformer_training.h"
+
+namespace structdiff::tracformer {
+
+Masking parse_masking(const std::string& name) {
+  if (name == "spans") return Masking::spans;
+  if (name == "mixed") return Masking::mixed;
+  if (name == "all") return Masking::all;
+  throw std::invalid_argument("unknown masking '" + name + "' (accepted: spans, mixed, all)");
+}
+
+std::string masking_name(Masking masking) {
+  switch (masking) {
+    case Masking::spans: return "spans";
+    case Masking::mixed: return "mixed";
+    case Masking::all: return "all";
+  }
+  throw std::invalid_argument("masking_name: not a Masking");
+}
+
+Batch random_batch(const torch::Tensor& ids, int64_t batch, int64_t length, Masking masking,
+                   const data::SpanMasking& spans, std::mt19937_64& rng) {
+  const int64_t n = ids.size(0);
+  if (batch < 1 || length < 1 || n < length) {
+    throw std::invalid_argument("random_batch: need batch >= 1 and a text of at least " +
+                                std::to_string(length) + " characters, got " + std::to_string(n));
+  }
+  std::vector<torch::Tensor> tokens, hidden;
+  for (int64_t b = 0; b < batch; ++b) {
+    const auto offset = static_cast<int64_t>(data::uniform01(rng) * static_cast<double>(n - length + 1));
+    tokens.push_back(ids.narrow(0, offset, length));
+    hidden.push_back(masking == Masking::all     ? torch::ones({length}, torch::kBool)
+                     : masking == Masking::mixed ? data::mixed_span_mask(length, spans, rng)
+                                                 : data::span_mask(length, spans, rng));
+  }
+  return {torch::stack(tokens), torch::stack(hidden).logical_not()};
+}
+
+Scores score(Tracformer& model, const Batch& batch, Mode mode) {
+  torch::NoGradGuard no_grad;
+  model->eval();
+  const torch::Tensor log_probs =
+      torch::log_softmax(model->forward(batch.tokens, batch.given, mode).to(torch::kDouble), -1);
+  const torch::Tensor scored = batch.given.logical_not() & (batch.tokens >= 0);
+  const torch::Tensor picked =
+      log_probs.gather(2, batch.tokens.clamp_min(0).unsqueeze(2)).squeeze(2);
+  return {torch::where(scored, picked, torch::zeros_like(picked)), scored};
+}
+
+torch::Tensor masked_nll(Tracformer& model, const Batch& batch, at::Generator* dropout) {
+  const torch::Tensor logits =
+      model->forward(batch.tokens, batch.given, model->config().objective, dropout);
+  const torch::Tensor targets = batch.given.logical_not() & (batch.tokens >= 0);
+  if (!targets.any().item<bool>()) {
+    throw std::invalid_argument("masked_nll: the batch hides no character of the vocabulary");
+  }
+  return torch::nn::functional::cross_entropy(logits.index({targets}),
+                                              batch.tokens.index({targets}));
+}
+
+train::LoopResult train_model(Tracformer model, Tracformer ema_model, const torch::Tensor& train_ids,
+                              const torch::Tensor& validation_ids, const TrainingOptions& options,
+                              const nlohmann::json& metadata, uint64_t data_seed) {
+  const Config& config = model->config();
+  data::check_span_masking(options.spans);
+  if (options.batch < 1) throw std::invalid_argument("batch must be >= 1");
+  if (train_ids.size(0) < config.block_size) {
+    throw std::invalid_argument("the training text has " + std::to_string(train_ids.size(0)) +
+                                " characters, fewer than the block size " +
+                                std::to_string(config.block_size));
+  }
+  // Activations kept for the backward pass: about 40 floats per token and width unit in each of
+  // the prefix encoder, suffix encoder and decoder layers.
+  require_memory(40.0 * 4.0 * static_cast<double>(options.batch * config.block_size) *
+                     static_cast<double>(config.d_model * 3 * config.layers),
+                 "training at this batch, block size, width and depth");
+  std::vector<Batch> validation;
+  if (options.validate_every > 0 && validation_ids.size(0) > 0) {
+    validation = evaluation_batches(validation_ids, config.block_size, options.validation_crops,
+                                    EvalMasking{options.spans, {}}, data_seed + 1, options.batch);
+  }
+  train::LoopTask task;
+  task.model = model.ptr().get();
+  task.ema_model = ema_model.ptr().get();
+  task.metadata = metadata;
+  task.loss = [&](int64_t, std::mt19937_64& rng, at::Generator& noise) {
+    return masked_nll(model, random_batch(train_ids, options.batch, config.block_size,
+                                          options.masking, options.spans, rng),
+                      &noise);
+  };
+  if (!validation.empty()) {
+    task.validate = [&]() -> nlohmann::json {
+      const EvalResult result = evaluate(ema_model, validation, config.objective);
+      return {{"validation_bits_per_char", result.bits_per_char},
+              {"validation_chars", result.masked_chars}};
+    };
+  }
+  return train::run_training(task, options, data_seed);
+}
+
+// ---- evaluation ------------------------------------------------------------------------------
+
+std::vector<std::pair<double, double>> parse_ranges(const std::string& text) {
+  std::vector<std::pair<double, double>> ranges;
+  size_t at = 0;
+  while (at <= text.size()) {
+    size_t end = text.find(',', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string part = text.substr(at, end - at);
+    const size_t colon = part.find(':');
+    auto bad = [&](const std::string& why) {
+      return std::invalid_argument("mask range '" + part + "' " + why +
+                                   " (expected A:B with 0 <= A < B <= 1, e.g. 0.25:0.75)");
+    };
+    if (colon == std::string::npos) throw bad("has no ':'");
+    double a = 0, b = 0;
+    try {
+      size_t used_a = 0, used_b = 0;
+      a = std::stod(part.substr(0, colon), &used_a);
+      b = std::stod(part.substr(colon + 1), &used_b);
+      if (used_a != colon || used_b != part.size() - colon - 1) throw std::invalid_argument("");
+    } catch (const std::exception&) {
+      throw bad("is not two numbers");
+    }
+    if (!(a >= 0 && a < b && b <= 1)) throw bad("is out of order or outside [0, 1]");
+    ranges.emplace_back(a, b);
+    at = end + 1;
+  }
+  return ranges;
+}
+
+std::vector<Batch> evaluation_batches(const torch::Tensor& ids, int64_t length, int64_t max_crops,
+                                      const EvalMasking& masking, uint64_t seed, int64_t batch) {
+  const int64_t n = ids.size(0);
+  if (n < 1) throw std::invalid_argument("evaluation text is empty");
+  if (length < 1 || max_crops < 1 || batch < 1) {
+    throw std::invalid_argument("evaluation needs length, crops and batch >= 1");
+  }
+  const int64_t crop_length = std::min(length, n);
+  const int64_t crops = std::min(max_crops, std::max<int64_t>(1, n / crop_length));
+  std::mt19937_64 rng(seed);
+  std::vector<Batch> batches;
+  std::vector<torch::Tensor> tokens, given;
+  for (int64_t c = 0; c < crops; ++c) {
+    tokens.push_back(ids.narrow(0, c * crop_length, crop_length));
+    torch::Tensor hidden;
+    if (masking.ranges.empty()) {
+      hidden = data::span_mask(crop_length, masking.spans, rng);
+    } else {
+      hidden = torch::zeros({crop_length}, torch::kBool);
+      for (const auto& [a, b] : masking.ranges) {
+        const auto from = std::llround(a * static_cast<double>(crop_length));
+        const auto to = std::llround(b * static_cast<double>(crop_length));
+        hidden.narrow(0, from, to - from).fill_(true);
+      }
+      if (!hidden.any().item<bool>()) {
+        throw std::invalid_argument("the mask ranges hide no position of a " +
+                                    std::to_string(crop_length) + "-character crop");
+      }
+    }
+    given.push_back(hidden.logical_not());
+    if (static_cast<int64_t>(tokens.size()) == batch || c + 1 == crops) {
+      batches.push_back({torch::stack(tokens), torch::stack(given)});
+      tokens.clear();
+      given.clear();
+    }
+  }
+  return batches;
+}
+
+EvalResult evaluate(Tracformer& model, const std::vector<Batch>& batches, Mode mode) {
+  EvalResult result;
+  double total_bits = 0;
+  for (const Batch& batch : batches) {
+    const Scores scores = score(model, batch, mode);
+    const torch::Tensor bits = -scores.log_probs.sum(1) / std::log(2.0);
+    const torch::Tensor chars = scores.scored.sum(1);
+    for (int64_t b = 0; b < batch.tokens.size(0); ++b) {
+      result.crop_bits.push_back(bits[b].item<double>());
+      result.crop_chars.push_back(chars[b].item<int64_t>());
+      total_bits += result.crop_bits.back();
+      result.masked_chars += result.crop_chars.back();
+    }
+    result.unknown_chars +=
+        (batch.given.logical_not() & (batch.tokens < 0)).sum().item<int64_t>();
+    result.crops += batch.tokens.size(0);
+  }
+  result.bits_per_char = result.masked_chars > 0 ? total_bits / static_cast<double>(result.masked_chars)
+                                                 : std::nan("");
+  return result;
+}
+
+// ---- sampling --------------------------------------------------------------------------------
+
+namespace {
+
+// One draw per row of `logits` (rows, V), in float64, with temperature and nucleus filtering.
+torch::Tensor draw(const torch::Tensor& logits, const SamplingOptions& options,
+                   at::Generator& generator) {
+  torch::Tensor probs = torch::softmax(logits.to(torch::kDouble) / options.temperature, -1);
+  if (options.top_p < 1.0) {
+    const auto [sorted, order] = probs.sort(-1, /*descending=*/true);
+    // Keep a token while the mass before it is below top_p: the smallest set reaching top_p.
+    const torch::Tensor keep = (sorted.cumsum(-1) - sorted) < options.top_p;
+    probs = torch::zeros_like(probs).scatter(-1, order, sorted * keep);
+  }
+  return at::multinomial(probs, 1, false, generator).squeeze(1);
+}
+
+}  // namespace
+
+torch::Tensor infill(Tracformer& model, const Batch& batch, const SamplingOptions& options,
+                     at::Generator& generator) {
+  if (!(options.temperature > 0) || !std::isfinite(options.temperature)) {
+    throw std::invalid_argument("temperature must be a finite number > 0, got " +
+                                std::to_string(options.temperature));
+  }
+  if (!(options.top_p > 0 && options.top_p <= 1)) {
+    throw std::invalid_argument("top-p must be in (0, 1], got " + std::to_string(options.top_p));
+  }
+  torch::NoGradGuard no_grad;
+  model->eval();
+  // Models that read the preceding tokens see the draws there; bert sees them as context.
+  const bool reveal = model->effective_mode(Mode::car) == Mode::ac;
+  torch::Tensor tokens = batch.tokens.clone();
+  torch::Tensor given = batch.given.clone();
+  const torch::Tensor hidden = batch.given.logical_not();
+  for (int64_t t = 0; t < tokens.size(1); ++t) {
+    const torch::Tensor rows = hidden.select(1, t);
+    if (!rows.any().item<bool>()) continue;
+    const torch::Tensor logits = model->forward(tokens.clamp_min(0), given, Mode::car).select(1, t);
+    const torch::Tensor drawn = draw(logits, options, generator);
+    tokens.select(1, t).copy_(torch::where(rows, drawn, tokens.select(1, t)));
+    if (reveal) given.select(1, t).logical_or_(rows);
+  }
+  return tokens;
+}
+
+torch::Tensor chain_rule_log_likelihood(Tracformer& model, const Batch& batch) {
+  if (model->effective_mode(Mode::car) == Mode::car) {
+    return score(model, batch, Mode::car).log_probs.sum(1);
+  }
+  torch::Tensor total = torch::zeros({batch.tokens.size(0)}, torch::kDouble);
+  torch::Tensor given = batch.given.clone();
+  for (int64_t t = 0; t < batch.tokens.size(1); ++t) {
+    const torch::Tensor rows = batch.given.select(1, t).logical_not();
+    if (!rows.any().item<bool>()) continue;
+    const Scores scores = score(model, {batch.tokens, given}, Mode::ac);
+    total += scores.log_probs.select(1, t);
+    given.select(1, t).logical_or_(rows);
+  }
+  return total;
+}
+
+}  // namespace structdiff::tracformer
