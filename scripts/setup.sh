@@ -9,7 +9,7 @@ packages=(
   libtorch-dev libopenblas0-openmp
   libcli11-dev nlohmann-json3-dev libstb-dev zlib1g-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  dataset-fashion-mnist bible-kjv
+  dataset-fashion-mnist bible-kjv python3-matplotlib
 )
 
 missing=()

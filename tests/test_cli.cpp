@@ -580,8 +580,35 @@ TEST(Cli, TracformerTrainEvalInfill) {
   EXPECT_EQ(likelihoods, 2u) << r.output;
   EXPECT_TRUE(contains(r.output, "and the ")) << r.output;
   EXPECT_FALSE(contains(r.output, "____")) << r.output;
-  r = run("tracformer infill --model " + model + " \"and the word\" --mask 4:7");
+  r = run("tracformer infill --model " + model + " \"and the word\" --mask 4:7 --no-cache");
   EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = run("tracformer eval --model " + model + " --text " + text +
+          " --split test --query-set 0:0.25,0.75:1/0.25:0.5 --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json query = nlohmann::json::parse(std::ifstream(json));
+  EXPECT_EQ(query.at("mode"), "query-set");
+  EXPECT_EQ(query.at("masked_chars").get<int64_t>() % 8, 0) << query;  // 8 targets per crop
+}
+
+TEST(Cli, BenchTracformerWritesJson) {
+  const std::string json = temp_path("bench-tracformer.json");
+  Result r = run("bench tracformer --lengths 32 64 --dense-max-length 64 --d-model 16 --heads 2 "
+                 "--layers 3 --batch 2 --block-size 32 --train-steps 2 --architectures tracformer ar "
+                 "--sample-sequences 1 --budget 0.1 --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json rows = nlohmann::json::parse(std::ifstream(json)).at("rows");
+  int encoder = 0, slopes = 0, train = 0, sample = 0;
+  for (const auto& row : rows) {
+    const std::string part = row.at("part");
+    encoder += part == "encoder";
+    slopes += part == "encoder_slope";
+    train += part == "train";
+    sample += part == "sample";
+  }
+  EXPECT_EQ(encoder, 4);  // two lengths, sparse and dense
+  EXPECT_EQ(slopes, 2);
+  EXPECT_EQ(train, 2);
+  EXPECT_EQ(sample, 2);  // cached and re-encoding
 }
 
 TEST(Cli, TracformerBadInputIsNamed) {
@@ -619,6 +646,10 @@ TEST(Cli, TracformerBadInputIsNamed) {
       {"tracformer infill --model " + model + " \"a_c\" --temperature 0", "temperature must be"},
       {"tracformer eval --model " + model + " --text " + binary, "is not UTF-8 text"},
       {"tracformer eval --model " + model + " --text " + text + " --ranges 0.9:0.1", "out of order"},
+      {"tracformer eval --model " + model + " --text " + text + " --query-set 0:0.5",
+       "--query-set takes CONTEXT/TARGETS"},
+      {"tracformer eval --model " + model + " --text " + text + " --query-set 0:0.5/0.4:0.6",
+       "context and target ranges overlap"},
       {"tracformer eval --model " + std::string(STRUCTDIFF_SOURCE_DIR) +
            "/models/sudoku9.pt --text " + text, "holds a model of kind 'sudoku', not 'tracformer'"},
   };

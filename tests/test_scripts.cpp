@@ -56,7 +56,9 @@ INSTANTIATE_TEST_SUITE_P(
     Scripts, ExperimentScript,
     ::testing::Values(Script{"gsdm_ablation.sh", "1"},
                       Script{"ddpm_experiments.sh", "--minutes 1 --samples 10"},
-                      Script{"difformer_experiments.sh", "--runs 1 --epochs 1"}),
+                      Script{"difformer_experiments.sh", "--runs 1 --epochs 1"},
+                      Script{"tracformer_kjv.sh", ""},
+                      Script{"tracformer_experiments.sh", "--minutes 1 --seeds 1 --crops 2"}),
     [](const ::testing::TestParamInfo<Script>& info) {
       std::string name = info.param.name.substr(0, info.param.name.find('.'));
       for (char& c : name) {

@@ -49,7 +49,8 @@ TEST(CharVocabulary, SortedCharactersThenMask) {
 
 TEST(SplitText, ByBlocksWhenThereAreTwenty) {
   std::u32string text;
-  for (int i = 0; i < 40; ++i) text += (i ? U"\n\n" : U"") + std::u32string(1, U'A' + i % 26) + U" x";
+  for (int i = 0; i < 40; ++i)
+    text += (i ? U"\n\n" : U"") + std::u32string(1, U'A' + i % 26) + U" x";
   const TextSplits splits = split_text(text);
   EXPECT_EQ(splits.blocks, 40);
   // Blocks 18 and 38 ('S', 'M'), 19 and 39 ('T', 'N').
@@ -75,7 +76,10 @@ TEST(ReadTextFile, NamesWhatIsWrong) {
   EXPECT_THROW_WITH(read_text_file(directory.path()), std::invalid_argument, "is a directory");
   std::ofstream(directory.file("empty.txt")).close();
   EXPECT_THROW_WITH(read_text_file(directory.file("empty.txt")), std::invalid_argument, "is empty");
-  std::ofstream(directory.file("binary.bin"), std::ios::binary) << std::string("\x7F" "ELF\0\x01", 6);
+  std::ofstream(directory.file("binary.bin"), std::ios::binary) << std::string(
+      "\x7F"
+      "ELF\0\x01",
+      6);
   EXPECT_THROW_WITH(read_text_file(directory.file("binary.bin")), std::invalid_argument,
                     "is not UTF-8 text");
   std::ofstream(directory.file("good.txt")) << "h\xC3\xA9llo";
@@ -103,7 +107,8 @@ TEST(SpanMask, MasksExactlyTheRequestedCount) {
   std::mt19937_64 rng(1);
   for (int64_t n : {1, 7, 64, 256, 1000}) {
     for (double ratio : {0.01, 0.1, 0.5, 0.9, 1.0}) {
-      for (SpanDistribution distribution : {SpanDistribution::geometric, SpanDistribution::logistic}) {
+      for (SpanDistribution distribution :
+           {SpanDistribution::geometric, SpanDistribution::logistic}) {
         const SpanMasking masking{ratio, 16, distribution, 3};
         const torch::Tensor mask = span_mask(n, masking, rng);
         const int64_t expected = std::max<int64_t>(1, std::llround(ratio * n));
@@ -116,8 +121,9 @@ TEST(SpanMask, MasksExactlyTheRequestedCount) {
 TEST(SpanMask, TerminatesAtHighRatiosWithLongSpans) {
   std::mt19937_64 rng(2);
   for (int i = 0; i < 50; ++i) {
-    EXPECT_EQ(span_mask(256, {0.95, 200, SpanDistribution::geometric, 3}, rng).sum().item<int64_t>(),
-              243);
+    EXPECT_EQ(
+        span_mask(256, {0.95, 200, SpanDistribution::geometric, 3}, rng).sum().item<int64_t>(),
+        243);
   }
 }
 

@@ -43,7 +43,9 @@ TEST(Rope, ScoresDependOnlyOnTheOffset) {
   const torch::Tensor q = torch::randn({1, 1, 1, 16}, torch::kDouble);
   const torch::Tensor k = torch::randn({1, 1, 1, 16}, torch::kDouble);
   auto score = [&](int64_t m, int64_t n) {
-    return (apply_rope(q, torch::tensor({m})) * apply_rope(k, torch::tensor({n}))).sum().item<double>();
+    return (apply_rope(q, torch::tensor({m})) * apply_rope(k, torch::tensor({n})))
+        .sum()
+        .item<double>();
   };
   EXPECT_NEAR(score(3, 10), score(103, 110), 1e-10);
   EXPECT_NEAR(score(10, 3), score(500, 493), 1e-10);
@@ -55,9 +57,10 @@ TEST(Rope, PerElementPositionsAndBadShapes) {
   const torch::Tensor per_element = apply_rope(x, torch::tensor({{0, 1, 2}, {5, 6, 7}}));
   EXPECT_TRUE(torch::allclose(per_element.narrow(0, 1, 1),
                               apply_rope(x.narrow(0, 1, 1), torch::tensor({5, 6, 7}))));
-  EXPECT_THROW_WITH(apply_rope(torch::randn({1, 1, 3, 5}), torch::arange(3)),
-                    std::invalid_argument, "even head_dim");
-  EXPECT_THROW_WITH(apply_rope(x, torch::arange(4)), std::invalid_argument, "positions must be (3)");
+  EXPECT_THROW_WITH(apply_rope(torch::randn({1, 1, 3, 5}), torch::arange(3)), std::invalid_argument,
+                    "even head_dim");
+  EXPECT_THROW_WITH(apply_rope(x, torch::arange(4)), std::invalid_argument,
+                    "positions must be (3)");
 }
 
 // ---- configuration ---------------------------------------------------------------------------
@@ -133,10 +136,14 @@ bool may_depend(Architecture architecture, Mode mode, const torch::Tensor& given
     return in_context && (architecture == Architecture::bart || architecture == Architecture::bert);
   }
   switch (architecture) {
-    case Architecture::ar: return s < t;
-    case Architecture::bert: return in_context;
-    case Architecture::bart: return s < t || in_context;
-    default: return mode == Mode::car ? s < t || in_context : in_context;
+    case Architecture::ar:
+      return s < t;
+    case Architecture::bert:
+      return in_context;
+    case Architecture::bart:
+      return s < t || in_context;
+    default:
+      return mode == Mode::car ? s < t || in_context : in_context;
   }
 }
 
@@ -196,7 +203,8 @@ void expect_normalised(Architecture architecture) {
   }
   const torch::Tensor log_likelihood =
       chain_rule_log_likelihood(model, {tokens, given.expand({completions, 5}).clone()});
-  EXPECT_NEAR(log_likelihood.exp().sum().item<double>(), 1.0, 1e-5) << architecture_name(architecture);
+  EXPECT_NEAR(log_likelihood.exp().sum().item<double>(), 1.0, 1e-5)
+      << architecture_name(architecture);
 }
 
 TEST(TracformerLikelihood, ChainRuleIsNormalised) {
@@ -232,8 +240,99 @@ TEST(TracformerLikelihood, AnyLengthAndUnknownCharacters) {
   const Scores scores = score(model, {tokens, given}, Mode::car);
   EXPECT_TRUE(torch::isfinite(scores.log_probs).all().item<bool>());
   EXPECT_FALSE(scores.scored[0][5].item<bool>());
-  EXPECT_THROW_WITH(model->forward(torch::full({1, 4}, 8, torch::kLong), torch::zeros({1, 4}, torch::kBool), Mode::car),
+  EXPECT_THROW_WITH(model->forward(torch::full({1, 4}, 8, torch::kLong),
+                                   torch::zeros({1, 4}, torch::kBool), Mode::car),
                     std::invalid_argument, "outside the vocabulary of 8 characters");
+}
+
+// Contexts of every kind: a prefix, a suffix, gaps.
+torch::Tensor mixed_contexts(int64_t T) {
+  torch::Tensor given = torch::zeros({3, T}, torch::kBool);
+  given[0].narrow(0, 0, T / 2).fill_(true);
+  given[1].narrow(0, T / 2, T - T / 2).fill_(true);
+  given[2] = torch::rand({T}) < 0.5;
+  return given;
+}
+
+TEST(TracformerCache, TeacherForcedLogProbabilitiesEqualTheFullPass) {
+  for (Architecture architecture :
+       {Architecture::tracformer, Architecture::tracformer_dense_encoder}) {
+    const int64_t T = 21;  // not a power of two
+    Tracformer model(tiny(architecture, 16));
+    model->eval();
+    torch::manual_seed(2);
+    const torch::Tensor tokens = torch::randint(8, {3, T}, torch::kLong);
+    const torch::Tensor given = mixed_contexts(T);
+    torch::Tensor cached = torch::zeros({3, T, 8});
+    const torch::Tensor out =
+        model->decode_cached(tokens, given, [&](int64_t t, const torch::Tensor& logits) {
+          cached.select(1, t).copy_(torch::log_softmax(logits, -1));
+          return tokens.select(1, t);
+        });
+    EXPECT_TRUE(torch::equal(out, tokens));
+    torch::NoGradGuard no_grad;
+    const torch::Tensor full = torch::log_softmax(model->forward(tokens, given, Mode::car), -1);
+    const torch::Tensor hidden = given.logical_not().unsqueeze(2).expand({3, T, 8});
+    EXPECT_TRUE(
+        torch::allclose(cached.masked_select(hidden), full.masked_select(hidden), 1e-5, 1e-5))
+        << architecture_name(architecture) << ": largest difference "
+        << (cached - full).masked_select(hidden).abs().max().item<double>();
+  }
+}
+
+TEST(TracformerCache, CachedSamplingDrawsWhatReencodingDraws) {
+  Tracformer model(tiny(Architecture::tracformer, 16));
+  const torch::Tensor tokens = torch::randint(8, {3, 16}, torch::kLong);
+  const torch::Tensor given = mixed_contexts(16);
+  at::Generator g1 = at::make_generator<at::CPUGeneratorImpl>(8),
+                g2 = at::make_generator<at::CPUGeneratorImpl>(8);
+  SamplingOptions cached, reencoded;
+  reencoded.cache = false;
+  EXPECT_TRUE(torch::equal(infill(model, {tokens, given}, cached, g1),
+                           infill(model, {tokens, given}, reencoded, g2)));
+}
+
+TEST(TracformerQuerySet, OnePassEqualsTheChainRuleTokenByToken) {
+  Config config = tiny(Architecture::tracformer, 18);
+  config.objective = Mode::ac;
+  Tracformer model(config);
+  torch::manual_seed(4);
+  const int64_t T = 18;
+  const torch::Tensor tokens = torch::randint(8, {2, T}, torch::kLong);
+  const torch::Tensor draw = torch::rand({2, T});
+  const torch::Tensor context = draw < 0.3, targets = (draw >= 0.3) & (draw < 0.7);  // rest unknown
+  const Scores one_pass = score(model, {tokens, context, targets}, Mode::ac);
+  // Token by token: each target given the context and the targets before it, in AC mode.
+  torch::Tensor expected = torch::zeros({2}, torch::kDouble);
+  torch::Tensor seen = context.clone();
+  torch::NoGradGuard no_grad;
+  for (int64_t t = 0; t < T; ++t) {
+    const torch::Tensor log_probs =
+        torch::log_softmax(model->forward(tokens, seen, Mode::ac).to(torch::kDouble), -1);
+    for (int64_t b = 0; b < 2; ++b) {
+      if (targets[b][t].item<bool>()) expected[b] += log_probs[b][t][tokens[b][t]];
+    }
+    seen.select(1, t).logical_or_(targets.select(1, t));
+  }
+  EXPECT_TRUE(torch::allclose(one_pass.log_probs.sum(1), expected, 1e-9, 1e-5))
+      << one_pass.log_probs.sum(1) << expected;
+  EXPECT_TRUE(torch::equal(one_pass.scored, targets));
+}
+
+TEST(TracformerQuerySet, ModelsReadingEveryPrecedingPositionRefuseUnknownsBeforeATarget) {
+  Tracformer model(tiny(Architecture::bart, 8));
+  const torch::Tensor tokens = torch::randint(8, {1, 8}, torch::kLong);
+  const torch::Tensor context =
+      torch::tensor({true, false, true, true, true, true, true, false}).unsqueeze(0);
+  const torch::Tensor late =
+      torch::tensor({false, false, false, false, false, false, false, true}).unsqueeze(0);
+  EXPECT_THROW_WITH(score(model, {tokens, context, late}, Mode::car), std::invalid_argument,
+                    "may not leave a position unknown before a target");
+  const torch::Tensor early =
+      torch::tensor({false, true, false, false, false, false, false, false}).unsqueeze(0);
+  EXPECT_NO_THROW(score(model, {tokens, context, early}, Mode::car));  // the unknown comes after
+  EXPECT_THROW_WITH(score(model, {tokens, context, context}, Mode::car), std::invalid_argument,
+                    "overlap");
 }
 
 // ---- training --------------------------------------------------------------------------------
@@ -263,7 +362,8 @@ TEST(TracformerTraining, LossFalls) {
   std::mt19937_64 rng(1);
   const Batch batch = random_batch(text, 16, 16, Masking::spans, quick_options(1).spans, rng);
   const double before = masked_nll(model, batch, nullptr).item<double>();
-  train_model(model, averaged, text, text.narrow(0, 0, 200), quick_options(100), {{"kind", "test"}}, 1);
+  train_model(model, averaged, text, text.narrow(0, 0, 200), quick_options(100), {{"kind", "test"}},
+              1);
   model->eval();
   const double after = masked_nll(model, batch, nullptr).item<double>();
   EXPECT_LT(after, 0.7 * before) << before << " -> " << after;
@@ -327,9 +427,10 @@ TEST(TracformerEval, CountsUnknownCharacters) {
   Tracformer model(tiny(Architecture::tracformer, 16));
   torch::Tensor text = repetitive_text(64);
   text.narrow(0, 0, 64).index_put_({torch::arange(0, 64, 2)}, -1);
-  const EvalResult result =
-      evaluate(model, evaluation_batches(text, 16, 4, {{1.0, 3, data::SpanDistribution::geometric, 3}, {}}, 1, 4),
-               Mode::car);
+  const EvalResult result = evaluate(
+      model,
+      evaluation_batches(text, 16, 4, {{1.0, 3, data::SpanDistribution::geometric, 3}, {}}, 1, 4),
+      Mode::car);
   EXPECT_EQ(result.unknown_chars, 32);
   EXPECT_EQ(result.masked_chars, 32);
   EXPECT_TRUE(std::isfinite(result.bits_per_char));
@@ -339,7 +440,8 @@ TEST(TracformerSampling, FillsOnlyTheHiddenPositions) {
   Tracformer model(tiny(Architecture::tracformer, 16));
   const torch::Tensor tokens = torch::randint(8, {3, 16}, torch::kLong);
   const torch::Tensor given = torch::rand({3, 16}) < 0.5;
-  at::Generator g1 = at::make_generator<at::CPUGeneratorImpl>(5), g2 = at::make_generator<at::CPUGeneratorImpl>(5);
+  at::Generator g1 = at::make_generator<at::CPUGeneratorImpl>(5),
+                g2 = at::make_generator<at::CPUGeneratorImpl>(5);
   const torch::Tensor a = infill(model, {tokens, given}, {}, g1);
   const torch::Tensor b = infill(model, {tokens, given}, {}, g2);
   EXPECT_TRUE(torch::equal(a, b));

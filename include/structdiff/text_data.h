@@ -62,7 +62,7 @@ struct SpanMasking {
   double ratio = 0.5;  // fraction of positions masked, in (0, 1]
   double mean = 16;    // mean span length, >= 1
   SpanDistribution distribution = SpanDistribution::geometric;
-  double stddev = 3;   // logistic only: the standard deviation of the span length
+  double stddev = 3;  // logistic only: the standard deviation of the span length
 };
 // Throws std::invalid_argument naming the field, its accepted range and the value.
 void check_span_masking(const SpanMasking& masking);

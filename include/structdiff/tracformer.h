@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -43,6 +44,8 @@ enum class Architecture {
   ar,    // left-to-right causal transformer (next-token objective)
 };
 Architecture parse_architecture(const std::string& name);  // "tracformer", "bart", ...
+// Tracformer and its dense-encoder ablation: prefix and suffix encoders, a KV cache.
+bool has_prefix_encoder(Architecture architecture);
 std::string architecture_name(Architecture architecture);
 
 // What a prediction at position t may condition on (paper Sec. 4.3): CAR, the given context and
@@ -77,8 +80,13 @@ void check_config(const Config& config);
 void to_json(nlohmann::json& out, const Config& config);
 void from_json(const nlohmann::json& in, Config& config);
 
+// Keys and values split into heads: (B, heads, keys, head_dim) each, keys rotated.
+struct KeyValue {
+  torch::Tensor keys, values;
+};
+
 // Multi-head attention with RoPE (queries rotated by their positions, keys by theirs) restricted
-// to a pattern.
+// to a pattern. The parts are public for incremental decoding, which keeps keys and values.
 class RotaryAttentionImpl : public torch::nn::Module {
  public:
   RotaryAttentionImpl(int64_t d_model, int64_t heads, Mechanism mechanism);
@@ -86,6 +94,11 @@ class RotaryAttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& queries, const torch::Tensor& keys_values,
                         const torch::Tensor& query_positions, const torch::Tensor& key_positions,
                         const PatternBatch& pattern);
+  torch::Tensor query(const torch::Tensor& x, const torch::Tensor& positions);  // (B, H, Q, hd)
+  KeyValue key_value(const torch::Tensor& x, const torch::Tensor& positions);
+  // (B, Q, d): the pattern's keys through the configured mechanism, or, without a pattern, all
+  // of `kv`'s keys through dense softmax attention.
+  torch::Tensor attend(const torch::Tensor& q, const KeyValue& kv, const PatternBatch* pattern);
 
  private:
   int64_t heads_;
@@ -108,7 +121,16 @@ class BlockImpl : public torch::nn::Module {
   };
   torch::Tensor forward(torch::Tensor x, const Context& context);
 
+  // Incremental decoding: the self-attention keys and values of x (B, Q, d) at `positions`; the
+  // cross-attention keys and values of `memory`; x through the block attending exactly `self`
+  // and `memory` (no pattern, no dropout).
+  KeyValue self_key_value(const torch::Tensor& x, const torch::Tensor& positions);
+  KeyValue memory_key_value(const torch::Tensor& memory, const torch::Tensor& positions);
+  torch::Tensor forward_cached(torch::Tensor x, const torch::Tensor& positions,
+                               const KeyValue* self, const KeyValue* memory);
+
  private:
+  torch::Tensor feed_forward(const torch::Tensor& x, at::Generator* generator);
   double dropout_;
   torch::nn::LayerNorm self_norm_{nullptr}, cross_norm_{nullptr}, memory_norm_{nullptr},
       ffn_norm_{nullptr};
@@ -133,6 +155,22 @@ class TracformerImpl : public torch::nn::Module {
   // when nullptr.
   torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& given, Mode mode,
                         at::Generator* dropout = nullptr);
+  // The general form: the prefix encoder reads the true tokens where `prefix_visible` (CAR: all;
+  // AC: `given`), <MASK> elsewhere. Tracformer architectures only.
+  torch::Tensor forward_visible(const torch::Tensor& tokens, const torch::Tensor& given,
+                                const torch::Tensor& prefix_visible,
+                                at::Generator* dropout = nullptr);
+
+  // Left-to-right CAR decoding with the KV cache of App. E (Tracformer architectures): the
+  // suffix encoder runs once; the prefix encoder takes one position at a time, each layer
+  // attending its cached keys (at most N_max); the decoder runs one query per step. At each
+  // position t hidden in some row, choose(t, logits) gets the (B, characters) logits of
+  // Pr(x_t | x_C, x_<t) and returns (B) tokens, placed where t is hidden. Returns the tokens
+  // (-1 kept where a given one was -1). Equal to full passes up to float rounding, for any
+  // context: a prefix, a suffix or gaps.
+  torch::Tensor decode_cached(
+      const torch::Tensor& tokens, const torch::Tensor& given,
+      const std::function<torch::Tensor(int64_t t, const torch::Tensor& logits)>& choose);
   // The mode a prediction of this architecture conditions on, whatever is asked.
   Mode effective_mode(Mode requested) const;
 
@@ -142,10 +180,10 @@ class TracformerImpl : public torch::nn::Module {
  private:
   struct Patterns;  // per sequence length and batch size, built on first use
   const Patterns& patterns(int64_t length, int64_t batch);
+  AttentionPattern encoder_pattern(int64_t T, int64_t layer, patterns::Direction direction) const;
+  void check_inputs(const torch::Tensor& tokens, const torch::Tensor& given) const;
   torch::Tensor embed(const torch::Tensor& ids, at::Generator* generator);
   torch::Tensor head(const torch::Tensor& features);
-  torch::Tensor forward_tracformer(const torch::Tensor& tokens, const torch::Tensor& given,
-                                   Mode mode, at::Generator* generator);
 
   Config config_;
   torch::nn::Embedding embedding_{nullptr};

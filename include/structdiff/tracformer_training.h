@@ -22,8 +22,11 @@ Masking parse_masking(const std::string& name);  // "spans" | "mixed" | "all"
 std::string masking_name(Masking masking);
 
 // A batch: true tokens (B, T) int64 (-1 outside the vocabulary) and the context C (B, T) bool.
+// `targets` (B, T) bool, when defined, is a query set: the positions whose likelihood is asked,
+// given C; positions in neither are unknown (neither seen nor scored). Undefined: every position
+// outside C is a target.
 struct Batch {
-  torch::Tensor tokens, given;
+  torch::Tensor tokens, given, targets;
 };
 
 // `batch` crops of `length` tokens at uniformly drawn offsets of `ids`, masked by `masking`.
@@ -31,7 +34,12 @@ Batch random_batch(const torch::Tensor& ids, int64_t batch, int64_t length, Mask
                    const data::SpanMasking& spans, std::mt19937_64& rng);
 
 // Per-position log-probabilities (natural log) of the true tokens under `mode`, and which
-// positions are scored: not given and inside the vocabulary. No gradient; model in eval mode.
+// positions are scored: targets inside the vocabulary. No gradient; model in eval mode.
+// A query set (batch.targets defined) is scored by the left-to-right chain rule over its targets,
+// log Pr(x_R | x_C) = sum_t log Pr(x_t | x_C, x_R<t), whatever `mode`: in one pass for the
+// Tracformer architectures (the prefix encoder reads C and the targets, the suffix encoder C),
+// one pass per target for bert; bart and ar, which read every preceding position, refuse a set
+// with an unknown position before a target.
 struct Scores {
   torch::Tensor log_probs;  // (B, T) float64, 0 where not scored
   torch::Tensor scored;     // (B, T) bool
@@ -60,9 +68,10 @@ struct TrainingOptions : train::LoopOptions {
 
 // Trains `model` on `train_ids`, validating bits per hidden character of `ema_model` on fixed
 // crops and masks of `validation_ids` (seeded by data_seed), through train::run_training.
-train::LoopResult train_model(Tracformer model, Tracformer ema_model, const torch::Tensor& train_ids,
-                              const torch::Tensor& validation_ids, const TrainingOptions& options,
-                              const nlohmann::json& metadata, uint64_t data_seed);
+train::LoopResult train_model(Tracformer model, Tracformer ema_model,
+                              const torch::Tensor& train_ids, const torch::Tensor& validation_ids,
+                              const TrainingOptions& options, const nlohmann::json& metadata,
+                              uint64_t data_seed);
 
 // ---- evaluation ------------------------------------------------------------------------------
 
@@ -71,6 +80,8 @@ struct EvalMasking {
   data::SpanMasking spans;  // used when ranges is empty
   // Fractions [a, b) of the crop, hidden as [round(a T), round(b T)); the paper's mask ranges.
   std::vector<std::pair<double, double>> ranges;
+  // A query set instead: context and target fractions (as ranges; disjoint); the rest unknown.
+  std::vector<std::pair<double, double>> query_context, query_targets;
 };
 // "0.25:0.75,0.9:1" -> ranges; throws std::invalid_argument naming the bad part.
 std::vector<std::pair<double, double>> parse_ranges(const std::string& text);
@@ -82,8 +93,8 @@ std::vector<Batch> evaluation_batches(const torch::Tensor& ids, int64_t length, 
                                       const EvalMasking& masking, uint64_t seed, int64_t batch);
 
 struct EvalResult {
-  double bits_per_char = 0;  // mean over scored positions
-  int64_t masked_chars = 0;  // scored positions
+  double bits_per_char = 0;   // mean over scored positions
+  int64_t masked_chars = 0;   // scored positions
   int64_t unknown_chars = 0;  // hidden positions whose character is outside the vocabulary
   int64_t crops = 0;
   std::vector<double> crop_bits;  // per crop: summed bits, for paired comparisons
@@ -96,6 +107,9 @@ EvalResult evaluate(Tracformer& model, const std::vector<Batch>& batches, Mode m
 struct SamplingOptions {
   double temperature = 1.0;  // > 0
   double top_p = 1.0;        // in (0, 1]
+  // Tracformer architectures: decode with the KV cache (App. E); false re-encodes the whole
+  // sequence at every step (the same distribution, for timing and checks).
+  bool cache = true;
 };
 // Fills the hidden positions of each row left to right, each drawn from Pr(x_t | x_C, x_<t)
 // (the CAR chain rule; models trained for AC run in CAR input mode, bert reveals its draws as

@@ -50,6 +50,7 @@ void register_bench_attention(CLI::App& bench, const GlobalOptions& global, Acti
 void register_bench_gsdm(CLI::App& bench, const GlobalOptions& global, Action& action);
 void register_bench_difformer(CLI::App& bench, const GlobalOptions& global, Action& action);
 void register_bench_ddpm(CLI::App& bench, const GlobalOptions& global, Action& action);
+void register_bench_tracformer(CLI::App& bench, const GlobalOptions& global, Action& action);
 void register_pattern(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_gsdm(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_sudoku(CLI::App& app, const GlobalOptions& global, Action& action);

@@ -135,6 +135,7 @@ int main(int argc, char** argv) {
   cli::register_bench_gsdm(*bench, global, action);
   cli::register_bench_difformer(*bench, global, action);
   cli::register_bench_ddpm(*bench, global, action);
+  cli::register_bench_tracformer(*bench, global, action);
   cli::register_pattern(app, global, action);
   cli::register_gsdm(app, global, action);
   cli::register_sudoku(app, global, action);

@@ -28,7 +28,9 @@ void add_span_options(CLI::App& command, data::SpanMasking& spans) {
       ->capture_default_str();
   command.add_option_function<std::string>(
       "--span-dist",
-      [&spans](const std::string& name) { spans.distribution = data::parse_span_distribution(name); },
+      [&spans](const std::string& name) {
+        spans.distribution = data::parse_span_distribution(name);
+      },
       "Span lengths: geometric or logistic (default geometric)");
   command.add_option("--span-std", spans.stddev, "Logistic span lengths' standard deviation")
       ->capture_default_str();
@@ -58,11 +60,13 @@ struct TrainCommand {
 void run_train(TrainCommand c, const GlobalOptions& global) {
   c.config.architecture = tracformer::parse_architecture(c.architecture);
   const bool bert = c.config.architecture == tracformer::Architecture::bert;
-  c.config.objective = tracformer::parse_mode(c.objective.empty() ? (bert ? "ac" : "car") : c.objective);
+  c.config.objective =
+      tracformer::parse_mode(c.objective.empty() ? (bert ? "ac" : "car") : c.objective);
   c.config.mechanism = parse_mechanism(c.attention);
-  c.training.masking = tracformer::parse_masking(
-      !c.masking.empty() ? c.masking
-                         : c.config.architecture == tracformer::Architecture::ar ? "all" : "spans");
+  c.training.masking =
+      tracformer::parse_masking(!c.masking.empty()                                      ? c.masking
+                                : c.config.architecture == tracformer::Architecture::ar ? "all"
+                                                                                        : "spans");
   data::check_span_masking(c.training.spans);
   train::check_loop_options(c.training);
 
@@ -81,12 +85,13 @@ void run_train(TrainCommand c, const GlobalOptions& global) {
   }
   Tracformer model(c.config);
   Tracformer averaged(c.config);
-  std::printf("%s (%s): %ld train / %ld validation / %ld test characters in %ld blocks, "
-              "%ld characters in the vocabulary\n",
-              c.text_path.c_str(), tracformer::architecture_name(c.config.architecture).c_str(),
-              static_cast<long>(splits.train.size()), static_cast<long>(splits.validation.size()),
-              static_cast<long>(splits.test.size()), static_cast<long>(splits.blocks),
-              static_cast<long>(vocabulary.num_characters()));
+  std::printf(
+      "%s (%s): %ld train / %ld validation / %ld test characters in %ld blocks, "
+      "%ld characters in the vocabulary\n",
+      c.text_path.c_str(), tracformer::architecture_name(c.config.architecture).c_str(),
+      static_cast<long>(splits.train.size()), static_cast<long>(splits.validation.size()),
+      static_cast<long>(splits.test.size()), static_cast<long>(splits.blocks),
+      static_cast<long>(vocabulary.num_characters()));
   std::printf("%s, objective %s, %ld parameters (%ld outside the embedding)\n",
               tracformer::architecture_name(c.config.architecture).c_str(),
               tracformer::mode_name(c.config.objective).c_str(),
@@ -101,17 +106,19 @@ void run_train(TrainCommand c, const GlobalOptions& global) {
       {"masking", tracformer::masking_name(c.training.masking)},
       {"mask_ratio", c.training.spans.ratio},
       {"span_mean", c.training.spans.mean},
-      {"span_distribution",
-       c.training.spans.distribution == data::SpanDistribution::geometric ? "geometric" : "logistic"},
+      {"span_distribution", c.training.spans.distribution == data::SpanDistribution::geometric
+                                ? "geometric"
+                                : "logistic"},
       {"span_std", c.training.spans.stddev},
       {"lr", c.training.learning_rate},
       {"weight_decay", c.training.weight_decay},
       {"warmup", c.training.warmup_steps},
       {"train_steps", c.training.steps}};
-  nlohmann::json metadata = {{"kind", "tracformer-run"}, {"config", c.config}, {"training", training}};
+  nlohmann::json metadata = {
+      {"kind", "tracformer-run"}, {"config", c.config}, {"training", training}};
   c.training.progress_label = "tracformer train";
-  const train::LoopResult result = tracformer::train_model(model, averaged, train_ids, validation_ids,
-                                                           c.training, metadata, global.seed);
+  const train::LoopResult result = tracformer::train_model(
+      model, averaged, train_ids, validation_ids, c.training, metadata, global.seed);
   tracformer::save_model(c.out_path, averaged,
                          {{"training", training},
                           {"steps", result.steps_done},
@@ -128,7 +135,8 @@ struct EvalCommand {
   std::string split = "all";
   std::string mode;  // "": the model's objective
   std::string ranges;
-  int64_t length = 0;  // 0: the model's block size
+  std::string query_set;  // "CONTEXT/TARGETS" fraction ranges
+  int64_t length = 0;     // 0: the model's block size
   int64_t crops = 256;
   int64_t batch = 32;
   data::SpanMasking spans;
@@ -140,44 +148,55 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
   masking.spans = c.spans;
   data::check_span_masking(masking.spans);
   if (!c.ranges.empty()) masking.ranges = tracformer::parse_ranges(c.ranges);
+  if (!c.query_set.empty()) {
+    const size_t slash = c.query_set.find('/');
+    if (slash == std::string::npos || !c.ranges.empty()) {
+      throw std::invalid_argument(
+          "--query-set takes CONTEXT/TARGETS fraction ranges, e.g. 0:0.25,0.75:1/0.25:0.5 "
+          "(and replaces --ranges)");
+    }
+    if (slash > 0) masking.query_context = tracformer::parse_ranges(c.query_set.substr(0, slash));
+    masking.query_targets = tracformer::parse_ranges(c.query_set.substr(slash + 1));
+  }
   Tracformer model = tracformer::load_model(c.model_path);
   const tracformer::Config& config = model->config();
-  const tracformer::Mode mode =
-      c.mode.empty() ? config.objective : tracformer::parse_mode(c.mode);
+  const tracformer::Mode mode = c.mode.empty() ? config.objective : tracformer::parse_mode(c.mode);
   const std::u32string text = data::read_text_file(c.text_path);
   const data::CharVocabulary vocabulary(config.characters);
-  const torch::Tensor ids =
-      split_of(c.split == "all" ? data::TextSplits{} : data::split_text(text), c.split, text, vocabulary);
-  if (ids.size(0) == 0) throw std::invalid_argument("the " + c.split + " split of " + c.text_path + " is empty");
+  const torch::Tensor ids = split_of(c.split == "all" ? data::TextSplits{} : data::split_text(text),
+                                     c.split, text, vocabulary);
+  if (ids.size(0) == 0)
+    throw std::invalid_argument("the " + c.split + " split of " + c.text_path + " is empty");
   const int64_t length = c.length > 0 ? c.length : config.block_size;
   const std::vector<tracformer::Batch> batches =
       tracformer::evaluation_batches(ids, length, c.crops, masking, global.seed, c.batch);
   const tracformer::EvalResult result = tracformer::evaluate(model, batches, mode);
-  const tracformer::Mode used = model->effective_mode(mode);
-  std::printf("%s on %s (%s): %.4f bits per character over %ld hidden characters in %ld crops "
-              "(%s mode%s; %ld hidden characters outside the vocabulary, not scored)\n",
-              c.model_path.c_str(), c.text_path.c_str(), c.split.c_str(), result.bits_per_char,
-              static_cast<long>(result.masked_chars), static_cast<long>(result.crops),
-              tracformer::mode_name(used).c_str(),
-              used == tracformer::Mode::ac ? ", marginal pseudo-likelihood" : ", exact chain rule",
-              static_cast<long>(result.unknown_chars));
+  const bool query = !masking.query_targets.empty();
+  const std::string used = query ? "query-set" : tracformer::mode_name(model->effective_mode(mode));
+  std::printf(
+      "%s on %s (%s): %.4f bits per character over %ld hidden characters in %ld crops "
+      "(%s: %s; %ld hidden characters outside the vocabulary, not scored)\n",
+      c.model_path.c_str(), c.text_path.c_str(), c.split.c_str(), result.bits_per_char,
+      static_cast<long>(result.masked_chars), static_cast<long>(result.crops), used.c_str(),
+      used == "ac" ? "marginal pseudo-likelihood" : "exact chain rule",
+      static_cast<long>(result.unknown_chars));
   if (!c.json_path.empty()) {
-    write_json_file(c.json_path,
-                    {{"model", c.model_path},
-                     {"text", c.text_path},
-                     {"split", c.split},
-                     {"mode", tracformer::mode_name(used)},
-                     {"length", length},
-                     {"mask_ratio", masking.spans.ratio},
-                     {"span_mean", masking.spans.mean},
-                     {"ranges", c.ranges},
-                     {"seed", global.seed},
-                     {"bits_per_char", result.bits_per_char},
-                     {"masked_chars", result.masked_chars},
-                     {"unknown_chars", result.unknown_chars},
-                     {"crops", result.crops},
-                     {"crop_bits", result.crop_bits},
-                     {"crop_chars", result.crop_chars}});
+    write_json_file(c.json_path, {{"model", c.model_path},
+                                  {"text", c.text_path},
+                                  {"split", c.split},
+                                  {"mode", used},
+                                  {"length", length},
+                                  {"mask_ratio", masking.spans.ratio},
+                                  {"span_mean", masking.spans.mean},
+                                  {"ranges", c.ranges},
+                                  {"query_set", c.query_set},
+                                  {"seed", global.seed},
+                                  {"bits_per_char", result.bits_per_char},
+                                  {"masked_chars", result.masked_chars},
+                                  {"unknown_chars", result.unknown_chars},
+                                  {"crops", result.crops},
+                                  {"crop_bits", result.crop_bits},
+                                  {"crop_chars", result.crop_chars}});
   }
 }
 
@@ -213,7 +232,8 @@ void run_infill(const InfillCommand& c, const GlobalOptions& global) {
       const std::string part = c.mask.substr(at, end - at);
       long long a = -1, b = -1;
       char tail = 0;
-      if (std::sscanf(part.c_str(), "%lld:%lld%c", &a, &b, &tail) != 2 || a < 0 || b <= a || b > n) {
+      if (std::sscanf(part.c_str(), "%lld:%lld%c", &a, &b, &tail) != 2 || a < 0 || b <= a ||
+          b > n) {
         throw std::invalid_argument("--mask range '" + part + "' is not A:B with 0 <= A < B <= " +
                                     std::to_string(n) + " (character positions, B excluded)");
       }
@@ -223,7 +243,8 @@ void run_infill(const InfillCommand& c, const GlobalOptions& global) {
   }
   const int64_t num_hidden = hidden.sum().item<int64_t>();
   if (num_hidden == 0) {
-    throw std::invalid_argument("nothing to fill: mark each character to fill with '_' or give --mask");
+    throw std::invalid_argument(
+        "nothing to fill: mark each character to fill with '_' or give --mask");
   }
   const data::CharVocabulary vocabulary(config.characters);
   torch::Tensor tokens = vocabulary.encode(text);
@@ -259,8 +280,9 @@ void register_tracformer(CLI::App& app, const GlobalOptions& global, Action& act
   CLI::App* train = command->add_subcommand("train", "Train on a UTF-8 text, save the model");
   train->add_option("--text", t->text_path, "UTF-8 text (split by blank-line blocks)")
       ->capture_default_str();
-  train->add_option("--architecture", t->architecture,
-                    "tracformer, tracformer-dense-encoder, bart, bert or ar")
+  train
+      ->add_option("--architecture", t->architecture,
+                   "tracformer, tracformer-dense-encoder, bart, bert or ar")
       ->capture_default_str();
   train->add_option("--objective", t->objective, "car or ac (default: car; ac for bert)");
   train->add_option("--attention", t->attention, "sparse, dense or gather")->capture_default_str();
@@ -268,27 +290,39 @@ void register_tracformer(CLI::App& app, const GlobalOptions& global, Action& act
   train->add_option("--heads", t->config.heads, "Attention heads")->capture_default_str();
   train->add_option("--layers", t->config.layers, "Encoder layers (and tracformer decoder layers)")
       ->capture_default_str();
-  train->add_option("--decoder-layers", t->config.decoder_layers, "bart decoder layers (0: --layers)")
+  train
+      ->add_option("--decoder-layers", t->config.decoder_layers,
+                   "bart decoder layers (0: --layers)")
       ->capture_default_str();
-  train->add_option("--n-max", t->config.n_max, "Keys per tracformer encoder row")->capture_default_str();
-  train->add_option("--block-size", t->config.block_size, "Training crop length")->capture_default_str();
+  train->add_option("--n-max", t->config.n_max, "Keys per tracformer encoder row")
+      ->capture_default_str();
+  train->add_option("--block-size", t->config.block_size, "Training crop length")
+      ->capture_default_str();
   train->add_option("--dropout", t->config.dropout, "Dropout")->capture_default_str();
-  train->add_option("--batch", t->training.batch, "Crops per step")->check(positive())->capture_default_str();
-  train->add_option("--masking", t->masking, "spans, mixed or all (default: all for ar, else spans)");
+  train->add_option("--batch", t->training.batch, "Crops per step")
+      ->check(positive())
+      ->capture_default_str();
+  train->add_option("--masking", t->masking,
+                    "spans, mixed or all (default: all for ar, else spans)");
   add_span_options(*train, t->training.spans);
   train->add_option("--validation-crops", t->training.validation_crops, "Validation crops")
       ->check(positive())
       ->capture_default_str();
   add_training_loop_options(*train, t->training);
-  train->add_option("--out", t->out_path, "Model file to write")->check(writable_file())->required();
+  train->add_option("--out", t->out_path, "Model file to write")
+      ->check(writable_file())
+      ->required();
   train->callback([t, &global, &action] { action = [t, &global] { run_train(*t, global); }; });
 
   auto e = std::make_shared<EvalCommand>();
   CLI::App* evaluate = command->add_subcommand(
       "eval", "Bits per character on hidden positions of fixed crops (same masks for every model)");
-  evaluate->add_option("--model", e->model_path, "Model file")->check(CLI::ExistingFile)->required();
+  evaluate->add_option("--model", e->model_path, "Model file")
+      ->check(CLI::ExistingFile)
+      ->required();
   evaluate->add_option("--text", e->text_path, "UTF-8 text")->required();
-  evaluate->add_option("--split", e->split, "all, train, validation or test (blocks as in training)")
+  evaluate
+      ->add_option("--split", e->split, "all, train, validation or test (blocks as in training)")
       ->check(CLI::IsMember({"all", "train", "validation", "test"}))
       ->capture_default_str();
   evaluate->add_option("--mode", e->mode, "car or ac (default: the model's objective)")
@@ -296,10 +330,15 @@ void register_tracformer(CLI::App& app, const GlobalOptions& global, Action& act
   evaluate->add_option("--length", e->length, "Crop length (default: the model's block size)")
       ->check(non_negative());
   evaluate->add_option("--crops", e->crops, "Most crops")->check(positive())->capture_default_str();
-  evaluate->add_option("--batch", e->batch, "Crops per pass")->check(positive())->capture_default_str();
+  evaluate->add_option("--batch", e->batch, "Crops per pass")
+      ->check(positive())
+      ->capture_default_str();
   add_span_options(*evaluate, e->spans);
   evaluate->add_option("--ranges", e->ranges,
                        "Hide fixed fractions of every crop instead of spans, e.g. 0.25:0.75");
+  evaluate->add_option("--query-set", e->query_set,
+                       "Exact log Pr(targets | context) in one pass: CONTEXT/TARGETS fraction "
+                       "ranges of each crop, e.g. 0:0.25,0.75:1/0.25:0.5 (the rest unknown)");
   evaluate->add_option("--json", e->json_path, "Write the results as JSON")->check(writable_file());
   evaluate->callback([e, &global, &action] { action = [e, &global] { run_eval(*e, global); }; });
 
@@ -307,13 +346,18 @@ void register_tracformer(CLI::App& app, const GlobalOptions& global, Action& act
   CLI::App* infill = command->add_subcommand(
       "infill", "Fill the '_' characters of a text (one character each), left to right");
   infill->add_option("--model", f->model_path, "Model file")->check(CLI::ExistingFile)->required();
-  infill->add_option("text", f->text, "Text with '_' where characters are to be filled")->required();
+  infill->add_option("text", f->text, "Text with '_' where characters are to be filled")
+      ->required();
   infill->add_option("--mask", f->mask, "Fill these character ranges instead, e.g. 3:10,20:25");
-  infill->add_option("--samples", f->samples, "Samples to draw")->check(CLI::Range(1, 1000))
+  infill->add_option("--samples", f->samples, "Samples to draw")
+      ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   infill->add_option("--temperature", f->sampling.temperature, "Sampling temperature (> 0)")
       ->capture_default_str();
-  infill->add_option("--top-p", f->sampling.top_p, "Nucleus mass, in (0, 1]")->capture_default_str();
+  infill->add_option("--top-p", f->sampling.top_p, "Nucleus mass, in (0, 1]")
+      ->capture_default_str();
+  infill->add_flag("!--no-cache", f->sampling.cache,
+                   "Re-encode at every step instead of the KV cache (same distribution)");
   infill->callback([f, &global, &action] { action = [f, &global] { run_infill(*f, global); }; });
 }
 

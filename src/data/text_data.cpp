@@ -27,8 +27,12 @@ std::u32string decode_utf8(const std::string& bytes, const std::string& what) {
                                   std::to_string(at) + ")");
     }
     const auto lead = static_cast<unsigned char>(bytes[at]);
-    char32_t c = length == 1 ? lead : length == 2 ? lead & 0x1F : length == 3 ? lead & 0x0F : lead & 0x07;
-    for (size_t k = 1; k < length; ++k) c = (c << 6) | (static_cast<unsigned char>(bytes[at + k]) & 0x3F);
+    char32_t c = length == 1   ? lead
+                 : length == 2 ? lead & 0x1F
+                 : length == 3 ? lead & 0x0F
+                               : lead & 0x07;
+    for (size_t k = 1; k < length; ++k)
+      c = (c << 6) | (static_cast<unsigned char>(bytes[at + k]) & 0x3F);
     text.push_back(c);
     at += length;
   }
@@ -119,7 +123,9 @@ TextSplits split_text(const std::u32string& text) {
     return splits;
   }
   for (size_t i = 0; i < blocks.size(); ++i) {
-    std::u32string& split = i % 20 == 18 ? splits.validation : i % 20 == 19 ? splits.test : splits.train;
+    std::u32string& split = i % 20 == 18   ? splits.validation
+                            : i % 20 == 19 ? splits.test
+                                           : splits.train;
     if (!split.empty()) split += separator;
     split += blocks[i];
   }
@@ -128,7 +134,8 @@ TextSplits split_text(const std::u32string& text) {
 
 std::u32string read_text_file(const std::string& path) {
   struct stat info {};
-  if (::stat(path.c_str(), &info) != 0) throw std::invalid_argument("text file " + path + " does not exist");
+  if (::stat(path.c_str(), &info) != 0)
+    throw std::invalid_argument("text file " + path + " does not exist");
   if (S_ISDIR(info.st_mode)) throw std::invalid_argument("text file " + path + " is a directory");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::invalid_argument("cannot read text file " + path);
@@ -150,7 +157,8 @@ SpanDistribution parse_span_distribution(const std::string& name) {
 
 void check_span_masking(const SpanMasking& masking) {
   if (!(masking.ratio > 0 && masking.ratio <= 1)) {
-    throw std::invalid_argument("mask ratio must be in (0, 1], got " + std::to_string(masking.ratio));
+    throw std::invalid_argument("mask ratio must be in (0, 1], got " +
+                                std::to_string(masking.ratio));
   }
   if (!(masking.mean >= 1 && std::isfinite(masking.mean))) {
     throw std::invalid_argument("span mean must be a finite number >= 1, got " +
@@ -175,7 +183,8 @@ int64_t draw_span_length(const SpanMasking& masking, std::mt19937_64& rng) {
     const double length = 1.0 + std::floor(std::log(u) / std::log1p(-1.0 / masking.mean));
     return static_cast<int64_t>(std::min(length, 1e15));
   }
-  const double scale = masking.stddev * std::sqrt(3.0) / M_PI;  // logistic std = scale * pi / sqrt 3
+  const double scale =
+      masking.stddev * std::sqrt(3.0) / M_PI;  // logistic std = scale * pi / sqrt 3
   const double v = std::max(u, 1e-300);
   const double draw = masking.mean + scale * std::log(v / std::max(1.0 - v, 1e-300));
   return static_cast<int64_t>(std::max(1.0, std::min(std::round(draw), 1e15)));
@@ -184,10 +193,11 @@ int64_t draw_span_length(const SpanMasking& masking, std::mt19937_64& rng) {
 }  // namespace
 
 torch::Tensor span_mask(int64_t n, const SpanMasking& masking, std::mt19937_64& rng) {
-  if (n < 1) throw std::invalid_argument("span_mask: need at least one position, got " + std::to_string(n));
+  if (n < 1)
+    throw std::invalid_argument("span_mask: need at least one position, got " + std::to_string(n));
   check_span_masking(masking);
-  const int64_t to_mask =
-      std::max<int64_t>(1, std::min<int64_t>(n, std::llround(masking.ratio * static_cast<double>(n))));
+  const int64_t to_mask = std::max<int64_t>(
+      1, std::min<int64_t>(n, std::llround(masking.ratio * static_cast<double>(n))));
   std::vector<uint8_t> masked(n, 0);
   std::vector<int64_t> free_positions;
   int64_t num_masked = 0, last_start = 0, last_end = 0;
@@ -214,7 +224,8 @@ torch::Tensor span_mask(int64_t n, const SpanMasking& masking, std::mt19937_64& 
     last_end = end;
   }
   // Trim the last span so that exactly to_mask positions are masked.
-  for (int64_t i = last_end - 1; num_masked > to_mask && i >= last_start; --i, --num_masked) masked[i] = 0;
+  for (int64_t i = last_end - 1; num_masked > to_mask && i >= last_start; --i, --num_masked)
+    masked[i] = 0;
   torch::Tensor result = torch::empty({n}, torch::kBool);
   std::copy(masked.begin(), masked.end(), result.data_ptr<bool>());
   return result;

@@ -22,17 +22,15 @@ const std::vector<std::pair<Architecture, std::string>> kArchitectures = {
     {Architecture::bert, "bert"},
     {Architecture::ar, "ar"}};
 
-bool is_tracformer(Architecture architecture) {
-  return architecture == Architecture::tracformer ||
-         architecture == Architecture::tracformer_dense_encoder;
-}
-
 int64_t decoder_depth(const Config& config) {
   switch (config.architecture) {
     case Architecture::tracformer:
-    case Architecture::tracformer_dense_encoder: return config.layers;
-    case Architecture::bart: return config.decoder_layers > 0 ? config.decoder_layers : config.layers;
-    default: return 0;
+    case Architecture::tracformer_dense_encoder:
+      return config.layers;
+    case Architecture::bart:
+      return config.decoder_layers > 0 ? config.decoder_layers : config.layers;
+    default:
+      return 0;
   }
 }
 
@@ -41,13 +39,17 @@ AttentionPattern anti_causal(int64_t n) { return patterns::sliding_window(n, 0, 
 
 }  // namespace
 
+bool has_prefix_encoder(Architecture architecture) {
+  return architecture == Architecture::tracformer ||
+         architecture == Architecture::tracformer_dense_encoder;
+}
+
 Architecture parse_architecture(const std::string& name) {
   for (const auto& [architecture, known] : kArchitectures) {
     if (known == name) return architecture;
   }
-  throw std::invalid_argument(
-      "unknown architecture '" + name +
-      "' (accepted: tracformer, tracformer-dense-encoder, bart, bert, ar)");
+  throw std::invalid_argument("unknown architecture '" + name +
+                              "' (accepted: tracformer, tracformer-dense-encoder, bart, bert, ar)");
 }
 
 std::string architecture_name(Architecture architecture) {
@@ -67,7 +69,7 @@ std::string mode_name(Mode mode) { return mode == Mode::car ? "car" : "ac"; }
 
 int64_t Config::vocab_size() const {
   return vocab_size_override > 0 ? vocab_size_override
-                                  : static_cast<int64_t>(characters.size()) + 1;
+                                 : static_cast<int64_t>(characters.size()) + 1;
 }
 
 void check_config(const Config& c) {
@@ -80,13 +82,15 @@ void check_config(const Config& c) {
     fail("the head dimension d_model / heads = " + std::to_string(c.head_dim()) +
          " must be even for RoPE");
   }
-  if (c.layers < 1 || c.layers > 64) fail("layers must be in [1, 64], got " + std::to_string(c.layers));
+  if (c.layers < 1 || c.layers > 64)
+    fail("layers must be in [1, 64], got " + std::to_string(c.layers));
   if (c.decoder_layers < 0 || c.decoder_layers > 64) {
     fail("decoder_layers must be in [0, 64], got " + std::to_string(c.decoder_layers));
   }
   if (c.n_max < 2) fail("n_max must be >= 2, got " + std::to_string(c.n_max));
   if (c.block_size < 2) fail("block_size must be >= 2, got " + std::to_string(c.block_size));
-  if (!(c.dropout >= 0 && c.dropout < 1)) fail("dropout must be in [0, 1), got " + std::to_string(c.dropout));
+  if (!(c.dropout >= 0 && c.dropout < 1))
+    fail("dropout must be in [0, 1), got " + std::to_string(c.dropout));
   if (c.vocab_size() < 2) fail("the vocabulary needs at least one character");
   if (c.mechanism != Mechanism::sparse && c.mechanism != Mechanism::dense &&
       c.mechanism != Mechanism::gather) {
@@ -98,7 +102,8 @@ void check_config(const Config& c) {
   }
   if ((c.architecture == Architecture::bart || c.architecture == Architecture::ar) &&
       c.objective != Mode::car) {
-    fail(architecture_name(c.architecture) + " conditions on the preceding tokens: its objective is car");
+    fail(architecture_name(c.architecture) +
+         " conditions on the preceding tokens: its objective is car");
   }
 }
 
@@ -120,7 +125,8 @@ void to_json(nlohmann::json& out, const Config& c) {
 void from_json(const nlohmann::json& in, Config& c) {
   c.architecture = parse_architecture(in.at("architecture").get<std::string>());
   c.objective = parse_mode(in.at("objective").get<std::string>());
-  c.characters = data::decode_utf8(in.at("characters").get<std::string>(), "the model's vocabulary");
+  c.characters =
+      data::decode_utf8(in.at("characters").get<std::string>(), "the model's vocabulary");
   c.d_model = in.at("d_model").get<int64_t>();
   c.heads = in.at("heads").get<int64_t>();
   c.layers = in.at("layers").get<int64_t>();
@@ -152,22 +158,35 @@ RotaryAttentionImpl::RotaryAttentionImpl(int64_t d_model, int64_t heads, Mechani
   attention_ = register_module("attention", Attention(config));
 }
 
+torch::Tensor RotaryAttentionImpl::query(const torch::Tensor& x, const torch::Tensor& positions) {
+  const int64_t head_dim = x.size(2) / heads_;
+  return apply_rope(q_(x).view({x.size(0), x.size(1), heads_, head_dim}).transpose(1, 2),
+                    positions);
+}
+
+KeyValue RotaryAttentionImpl::key_value(const torch::Tensor& x, const torch::Tensor& positions) {
+  const int64_t head_dim = x.size(2) / heads_;
+  auto split = [&](const torch::Tensor& y) {
+    return y.view({x.size(0), x.size(1), heads_, head_dim}).transpose(1, 2);
+  };
+  return {apply_rope(split(k_(x)), positions), split(v_(x)).contiguous()};
+}
+
+torch::Tensor RotaryAttentionImpl::attend(const torch::Tensor& q, const KeyValue& kv,
+                                          const PatternBatch* pattern) {
+  const torch::Tensor out = pattern != nullptr
+                                ? attention_(q, kv.keys, kv.values, pattern)
+                                : dense_attention(q, kv.keys, kv.values, Scaling::inverse_sqrt_dim);
+  // (B, H, Q, head_dim) -> (B, Q, d)
+  return o_(out.transpose(1, 2).reshape({q.size(0), q.size(2), q.size(1) * q.size(3)}));
+}
+
 torch::Tensor RotaryAttentionImpl::forward(const torch::Tensor& queries,
                                            const torch::Tensor& keys_values,
                                            const torch::Tensor& query_positions,
                                            const torch::Tensor& key_positions,
                                            const PatternBatch& pattern) {
-  const int64_t batch = queries.size(0), num_queries = queries.size(1);
-  const int64_t num_keys = keys_values.size(1), d_model = queries.size(2);
-  const int64_t head_dim = d_model / heads_;
-  auto split = [&](const torch::Tensor& x, int64_t tokens) {
-    return x.view({batch, tokens, heads_, head_dim}).transpose(1, 2);
-  };
-  const torch::Tensor q = apply_rope(split(q_(queries), num_queries), query_positions);
-  const torch::Tensor k = apply_rope(split(k_(keys_values), num_keys), key_positions);
-  const torch::Tensor v = split(v_(keys_values), num_keys).contiguous();
-  const torch::Tensor out = attention_(q, k, v, &pattern);  // (B, H, Q, head_dim)
-  return o_(out.transpose(1, 2).reshape({batch, num_queries, d_model}));
+  return attend(query(queries, query_positions), key_value(keys_values, key_positions), &pattern);
 }
 
 BlockImpl::BlockImpl(const Config& config, bool self_attention, bool cross_attention)
@@ -176,18 +195,22 @@ BlockImpl::BlockImpl(const Config& config, bool self_attention, bool cross_atten
   auto norm = [d] { return torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})); };
   if (self_attention) {
     self_norm_ = register_module("self_norm", norm());
-    self_attention_ = register_module("self_attention",
-                                      RotaryAttention(d, config.heads, config.mechanism));
+    self_attention_ =
+        register_module("self_attention", RotaryAttention(d, config.heads, config.mechanism));
   }
   if (cross_attention) {
     cross_norm_ = register_module("cross_norm", norm());
     memory_norm_ = register_module("memory_norm", norm());
-    cross_attention_ = register_module("cross_attention",
-                                       RotaryAttention(d, config.heads, config.mechanism));
+    cross_attention_ =
+        register_module("cross_attention", RotaryAttention(d, config.heads, config.mechanism));
   }
   ffn_norm_ = register_module("ffn_norm", norm());
   up_ = register_module("up", torch::nn::Linear(d, 4 * d));
   down_ = register_module("down", torch::nn::Linear(4 * d, d));
+}
+
+torch::Tensor BlockImpl::feed_forward(const torch::Tensor& x, at::Generator* generator) {
+  return x + dropout(down_(torch::gelu(up_(ffn_norm_(x)))), dropout_, generator);
 }
 
 torch::Tensor BlockImpl::forward(torch::Tensor x, const Context& context) {
@@ -203,7 +226,28 @@ torch::Tensor BlockImpl::forward(torch::Tensor x, const Context& context) {
                                      *context.cross_pattern),
                     dropout_, context.dropout);
   }
-  return x + dropout(down_(torch::gelu(up_(ffn_norm_(x)))), dropout_, context.dropout);
+  return feed_forward(x, context.dropout);
+}
+
+KeyValue BlockImpl::self_key_value(const torch::Tensor& x, const torch::Tensor& positions) {
+  return self_attention_->key_value(self_norm_(x), positions);
+}
+
+KeyValue BlockImpl::memory_key_value(const torch::Tensor& memory, const torch::Tensor& positions) {
+  return cross_attention_->key_value(memory_norm_(memory), positions);
+}
+
+torch::Tensor BlockImpl::forward_cached(torch::Tensor x, const torch::Tensor& positions,
+                                        const KeyValue* self, const KeyValue* memory) {
+  if (self_attention_) {
+    x = x +
+        self_attention_->attend(self_attention_->query(self_norm_(x), positions), *self, nullptr);
+  }
+  if (cross_attention_) {
+    x = x + cross_attention_->attend(cross_attention_->query(cross_norm_(x), positions), *memory,
+                                     nullptr);
+  }
+  return feed_forward(x, nullptr);
 }
 
 // ---- patterns --------------------------------------------------------------------------------
@@ -227,6 +271,14 @@ AttentionPattern decoder_union_pattern(int64_t T, int64_t num_layers, int64_t la
   return AttentionPattern(T, 2 * T, std::move(offsets), std::move(columns));
 }
 
+AttentionPattern TracformerImpl::encoder_pattern(int64_t T, int64_t layer,
+                                                 patterns::Direction direction) const {
+  if (config_.architecture == Architecture::tracformer_dense_encoder) {
+    return direction == patterns::Direction::prefix ? patterns::causal(T) : anti_causal(T);
+  }
+  return patterns::tracformer_encoder(T, layer, config_.n_max, direction);
+}
+
 struct TracformerImpl::Patterns {
   std::vector<PatternBatch> encoder, decoder_self, decoder_cross;
   torch::Tensor positions, memory_positions;
@@ -235,7 +287,7 @@ struct TracformerImpl::Patterns {
 const TracformerImpl::Patterns& TracformerImpl::patterns(int64_t T, int64_t batch) {
   std::lock_guard<std::mutex> lock(patterns_mutex_);
   // Only the Tracformer encoders' patterns differ between batch elements (prefix, then suffix).
-  const int64_t key_batch = is_tracformer(config_.architecture) ? batch : 0;
+  const int64_t key_batch = has_prefix_encoder(config_.architecture) ? batch : 0;
   auto& cached = patterns_[{T, key_batch}];
   if (cached) return *cached;
   auto built = std::make_shared<Patterns>();
@@ -244,16 +296,11 @@ const TracformerImpl::Patterns& TracformerImpl::patterns(int64_t T, int64_t batc
   switch (config_.architecture) {
     case Architecture::tracformer:
     case Architecture::tracformer_dense_encoder: {
-      const bool dense = config_.architecture == Architecture::tracformer_dense_encoder;
       for (int64_t l = 1; l <= L; ++l) {
-        const AttentionPattern prefix =
-            dense ? patterns::causal(T)
-                  : patterns::tracformer_encoder(T, l, config_.n_max, patterns::Direction::prefix);
-        const AttentionPattern suffix =
-            dense ? anti_causal(T)
-                  : patterns::tracformer_encoder(T, l, config_.n_max, patterns::Direction::suffix);
-        std::vector<AttentionPattern> per_element(batch, prefix);
-        per_element.insert(per_element.end(), batch, suffix);
+        std::vector<AttentionPattern> per_element(
+            batch, encoder_pattern(T, l, patterns::Direction::prefix));
+        per_element.insert(per_element.end(), batch,
+                           encoder_pattern(T, l, patterns::Direction::suffix));
         built->encoder.emplace_back(per_element);
         built->decoder_cross.emplace_back(decoder_union_pattern(T, L, l));
       }
@@ -266,8 +313,12 @@ const TracformerImpl::Patterns& TracformerImpl::patterns(int64_t T, int64_t batc
       built->decoder_cross.emplace_back(patterns::full(T, T));
       built->memory_positions = built->positions;
       break;
-    case Architecture::bert: built->encoder.emplace_back(patterns::full(T, T)); break;
-    case Architecture::ar: built->encoder.emplace_back(patterns::causal(T)); break;
+    case Architecture::bert:
+      built->encoder.emplace_back(patterns::full(T, T));
+      break;
+    case Architecture::ar:
+      built->encoder.emplace_back(patterns::causal(T));
+      break;
   }
   cached = built;
   return *cached;
@@ -282,8 +333,8 @@ TracformerImpl::TracformerImpl(Config config) : config_(std::move(config)) {
     // Modules draw default initial weights from libtorch's generator: keep its stream untouched,
     // then draw the real ones from init_seed below.
     DefaultGeneratorGuard guard;
-    embedding_ = register_module("embedding",
-                                 torch::nn::Embedding(config_.vocab_size(), config_.d_model));
+    embedding_ =
+        register_module("embedding", torch::nn::Embedding(config_.vocab_size(), config_.d_model));
     encoder_ = register_module("encoder", torch::nn::ModuleList());
     for (int64_t l = 0; l < config_.layers; ++l) encoder_->push_back(Block(config_, true, false));
     decoder_ = register_module("decoder", torch::nn::ModuleList());
@@ -316,10 +367,13 @@ int64_t TracformerImpl::non_embedding_parameters() const {
 
 Mode TracformerImpl::effective_mode(Mode requested) const {
   switch (config_.architecture) {
-    case Architecture::bert: return Mode::ac;
+    case Architecture::bert:
+      return Mode::ac;
     case Architecture::bart:
-    case Architecture::ar: return Mode::car;
-    default: return requested;
+    case Architecture::ar:
+      return Mode::car;
+    default:
+      return requested;
   }
 }
 
@@ -329,80 +383,203 @@ torch::Tensor TracformerImpl::embed(const torch::Tensor& ids, at::Generator* gen
 
 torch::Tensor TracformerImpl::head(const torch::Tensor& features) {
   // Tied to the embedding; <MASK> (the last row) is never predicted.
-  return torch::nn::functional::linear(
-      final_norm_(features), embedding_->weight.narrow(0, 0, config_.vocab_size() - 1));
+  return torch::nn::functional::linear(final_norm_(features),
+                                       embedding_->weight.narrow(0, 0, config_.vocab_size() - 1));
+}
+
+void TracformerImpl::check_inputs(const torch::Tensor& tokens, const torch::Tensor& given) const {
+  if (tokens.dim() != 2 || tokens.scalar_type() != torch::kLong ||
+      given.sizes() != tokens.sizes() || given.scalar_type() != torch::kBool) {
+    throw std::invalid_argument(
+        "Tracformer: expected (batch, T) int64 tokens and bool context, got " +
+        c10::str(tokens.sizes()) + " and " + c10::str(given.sizes()));
+  }
+  if (tokens.size(0) < 1 || tokens.size(1) < 1)
+    throw std::invalid_argument("Tracformer: empty batch");
+  const int64_t largest = tokens.max().item<int64_t>();
+  if (largest >= config_.vocab_size() - 1) {
+    throw std::invalid_argument("Tracformer: token id " + std::to_string(largest) +
+                                " is outside the vocabulary of " +
+                                std::to_string(config_.vocab_size() - 1) + " characters");
+  }
 }
 
 torch::Tensor TracformerImpl::forward(const torch::Tensor& tokens, const torch::Tensor& given,
                                       Mode mode, at::Generator* generator) {
-  if (tokens.dim() != 2 || tokens.scalar_type() != torch::kLong || given.sizes() != tokens.sizes() ||
-      given.scalar_type() != torch::kBool) {
-    throw std::invalid_argument("Tracformer: expected (batch, T) int64 tokens and bool context, got " +
-                                c10::str(tokens.sizes()) + " and " + c10::str(given.sizes()));
+  if (has_prefix_encoder(config_.architecture)) {
+    return forward_visible(tokens, given, mode == Mode::car ? torch::ones_like(given) : given,
+                           generator);
   }
+  check_inputs(tokens, given);
   const int64_t batch = tokens.size(0), T = tokens.size(1);
-  if (batch < 1 || T < 1) throw std::invalid_argument("Tracformer: empty batch");
-  if (tokens.numel() > 0 && tokens.max().item<int64_t>() >= config_.vocab_size() - 1) {
-    throw std::invalid_argument("Tracformer: token id " + std::to_string(tokens.max().item<int64_t>()) +
-                                " is outside the vocabulary of " +
-                                std::to_string(config_.vocab_size() - 1) + " characters");
-  }
   const torch::Tensor mask = torch::full_like(tokens, config_.mask_id());
   const torch::Tensor known = torch::where(tokens >= 0, tokens, mask);
   const torch::Tensor masked_input = torch::where(given, known, mask);  // x_C, <MASK> elsewhere
   // The true tokens shifted right by one, <MASK> first: position t reads x_{t-1}.
   const torch::Tensor shifted = torch::cat({mask.narrow(1, 0, 1), known.narrow(1, 0, T - 1)}, 1);
   const Patterns& p = patterns(T, batch);
-
   BlockImpl::Context context;
   context.query_positions = p.positions;
   context.dropout = generator;
-  switch (config_.architecture) {
-    case Architecture::tracformer:
-    case Architecture::tracformer_dense_encoder: {
-      const torch::Tensor prefix_input = mode == Mode::car ? known : masked_input;
-      torch::Tensor x = embed(torch::cat({prefix_input, masked_input}, 0), generator);
-      std::vector<torch::Tensor> layers;  // encoder outputs, prefix rows then suffix rows
-      for (int64_t l = 0; l < config_.layers; ++l) {
-        context.self_pattern = &p.encoder[l];
-        x = encoder_[l]->as<Block>()->forward(x, context);
-        layers.push_back(x);
-      }
-      torch::Tensor h = torch::zeros({batch, T, config_.d_model}, x.options());
-      context.memory_positions = p.memory_positions;
-      for (int64_t l = 0; l < config_.layers; ++l) {
-        // Decoder layer l + 1 reads encoder layer L - l: coarse scopes first, fine last.
-        const torch::Tensor& features = layers[config_.layers - 1 - l];
-        const torch::Tensor memory =
-            torch::cat({features.narrow(0, 0, batch), features.narrow(0, batch, batch)}, 1);
-        context.memory = &memory;
-        context.cross_pattern = &p.decoder_cross[l];
-        h = decoder_[l]->as<Block>()->forward(h, context);
-      }
-      return head(h);
+  context.self_pattern = &p.encoder[0];
+  if (config_.architecture == Architecture::bart) {
+    torch::Tensor x = embed(masked_input, generator);
+    for (const auto& block : *encoder_) x = block->as<Block>()->forward(x, context);
+    torch::Tensor h = embed(shifted, generator);
+    context.memory = &x;
+    context.memory_positions = p.memory_positions;
+    context.self_pattern = &p.decoder_self[0];
+    context.cross_pattern = &p.decoder_cross[0];
+    for (const auto& block : *decoder_) h = block->as<Block>()->forward(h, context);
+    return head(h);
+  }
+  // bert reads the context, ar the preceding tokens.
+  torch::Tensor x =
+      embed(config_.architecture == Architecture::bert ? masked_input : shifted, generator);
+  for (const auto& block : *encoder_) x = block->as<Block>()->forward(x, context);
+  return head(x);
+}
+
+torch::Tensor TracformerImpl::forward_visible(const torch::Tensor& tokens,
+                                              const torch::Tensor& given,
+                                              const torch::Tensor& prefix_visible,
+                                              at::Generator* generator) {
+  if (!has_prefix_encoder(config_.architecture)) {
+    throw std::invalid_argument("forward_visible: " + architecture_name(config_.architecture) +
+                                " has no prefix encoder");
+  }
+  check_inputs(tokens, given);
+  if (prefix_visible.sizes() != given.sizes() || prefix_visible.scalar_type() != torch::kBool) {
+    throw std::invalid_argument("Tracformer: prefix_visible must be bool like the context");
+  }
+  const int64_t batch = tokens.size(0), T = tokens.size(1), L = config_.layers;
+  const torch::Tensor mask = torch::full_like(tokens, config_.mask_id());
+  const torch::Tensor known = torch::where(tokens >= 0, tokens, mask);
+  const torch::Tensor suffix_input = torch::where(given, known, mask);  // x_C, <MASK> elsewhere
+  const torch::Tensor prefix_input = torch::where(prefix_visible, known, mask);
+  const Patterns& p = patterns(T, batch);
+  BlockImpl::Context context;
+  context.query_positions = p.positions;
+  context.dropout = generator;
+  torch::Tensor x = embed(torch::cat({prefix_input, suffix_input}, 0), generator);
+  std::vector<torch::Tensor> layers;  // encoder outputs, prefix rows then suffix rows
+  for (int64_t l = 0; l < L; ++l) {
+    context.self_pattern = &p.encoder[l];
+    x = encoder_[l]->as<Block>()->forward(x, context);
+    layers.push_back(x);
+  }
+  torch::Tensor h = torch::zeros({batch, T, config_.d_model}, x.options());
+  context.memory_positions = p.memory_positions;
+  for (int64_t l = 0; l < L; ++l) {
+    // Decoder layer l + 1 reads encoder layer L - l: coarse scopes first, fine last.
+    const torch::Tensor& features = layers[L - 1 - l];
+    const torch::Tensor memory =
+        torch::cat({features.narrow(0, 0, batch), features.narrow(0, batch, batch)}, 1);
+    context.memory = &memory;
+    context.cross_pattern = &p.decoder_cross[l];
+    h = decoder_[l]->as<Block>()->forward(h, context);
+  }
+  return head(h);
+}
+
+torch::Tensor TracformerImpl::decode_cached(
+    const torch::Tensor& tokens, const torch::Tensor& given,
+    const std::function<torch::Tensor(int64_t t, const torch::Tensor& logits)>& choose) {
+  if (!has_prefix_encoder(config_.architecture)) {
+    throw std::invalid_argument("decode_cached: " + architecture_name(config_.architecture) +
+                                " has no multi-scope encoder to cache");
+  }
+  check_inputs(tokens, given);
+  torch::NoGradGuard no_grad;
+  const int64_t batch = tokens.size(0), T = tokens.size(1), L = config_.layers;
+  const int64_t heads = config_.heads, head_dim = config_.head_dim();
+  const torch::Tensor mask = torch::full_like(tokens, config_.mask_id());
+  torch::Tensor out = torch::where(tokens >= 0, tokens, mask);
+  const torch::Tensor positions = torch::arange(T, torch::kLong);
+  auto block = [](torch::nn::ModuleList& list, int64_t l) { return list[l]->as<Block>(); };
+
+  // The suffix encoder, once: its features at t' > t see only (t, T], given tokens and <MASK>.
+  std::vector<KeyValue> suffix_memory(L);
+  {
+    BlockImpl::Context context;
+    context.query_positions = positions;
+    torch::Tensor x = embedding_(torch::where(given, out, mask));
+    std::vector<torch::Tensor> layers;
+    for (int64_t l = 1; l <= L; ++l) {
+      const PatternBatch pattern(encoder_pattern(T, l, patterns::Direction::suffix));
+      context.self_pattern = &pattern;
+      x = block(encoder_, l - 1)->forward(x, context);
+      layers.push_back(x);
     }
-    case Architecture::bart: {
-      torch::Tensor x = embed(masked_input, generator);
-      context.self_pattern = &p.encoder[0];
-      for (const auto& block : *encoder_) x = block->as<Block>()->forward(x, context);
-      torch::Tensor h = embed(shifted, generator);
-      context.memory = &x;
-      context.memory_positions = p.memory_positions;
-      context.self_pattern = &p.decoder_self[0];
-      context.cross_pattern = &p.decoder_cross[0];
-      for (const auto& block : *decoder_) h = block->as<Block>()->forward(h, context);
-      return head(h);
-    }
-    case Architecture::bert:
-    case Architecture::ar: {
-      const bool bert = config_.architecture == Architecture::bert;
-      torch::Tensor x = embed(bert ? masked_input : shifted, generator);
-      context.self_pattern = &p.encoder[0];
-      for (const auto& block : *encoder_) x = block->as<Block>()->forward(x, context);
-      return head(x);
+    for (int64_t l = 0; l < L; ++l) {
+      suffix_memory[l] = block(decoder_, l)->memory_key_value(layers[L - 1 - l], positions);
     }
   }
-  throw std::logic_error("Tracformer: unknown architecture");
+  // Prefix caches, filled one position at a time: each encoder layer's self-attention keys and
+  // values, and each decoder layer's cross-attention keys and values of its encoder layer.
+  auto empty_cache = [&] {
+    return KeyValue{torch::zeros({batch, heads, T, head_dim}),
+                    torch::zeros({batch, heads, T, head_dim})};
+  };
+  std::vector<KeyValue> encoder_cache(L), prefix_memory(L);
+  std::vector<std::vector<torch::Tensor>> encoder_rows(L), decoder_prefix(L), decoder_suffix(L);
+  for (int64_t l = 0; l < L; ++l) {
+    encoder_cache[l] = empty_cache();
+    prefix_memory[l] = empty_cache();
+    const AttentionPattern prefix = encoder_pattern(T, l + 1, patterns::Direction::prefix);
+    const AttentionPattern cross = decoder_union_pattern(T, L, l + 1);
+    for (int64_t t = 0; t < T; ++t) {
+      auto columns = [](const AttentionPattern& p, int64_t row) {
+        return std::vector<int64_t>(p.col_indices().begin() + p.row_offsets()[row],
+                                    p.col_indices().begin() + p.row_offsets()[row + 1]);
+      };
+      encoder_rows[l].push_back(torch::tensor(columns(prefix, t), torch::kLong));
+      std::vector<int64_t> before, after;
+      for (int64_t c : columns(cross, t)) (c < T ? before : after).push_back(c < T ? c : c - T);
+      decoder_prefix[l].push_back(torch::tensor(before, torch::kLong));
+      decoder_suffix[l].push_back(torch::tensor(after, torch::kLong));
+    }
+  }
+  auto select = [](const KeyValue& kv, const torch::Tensor& columns) {
+    return KeyValue{kv.keys.index_select(2, columns), kv.values.index_select(2, columns)};
+  };
+  auto store = [](KeyValue& cache, const KeyValue& kv, int64_t t) {
+    cache.keys.select(2, t).copy_(kv.keys.select(2, 0));
+    cache.values.select(2, t).copy_(kv.values.select(2, 0));
+  };
+
+  const torch::Tensor hidden = given.logical_not();
+  for (int64_t t = 0; t < T; ++t) {
+    const torch::Tensor position = positions.narrow(0, t, 1);
+    const torch::Tensor rows = hidden.select(1, t);
+    if (rows.any().item<bool>()) {
+      torch::Tensor h = torch::zeros({batch, 1, config_.d_model});
+      for (int64_t l = 0; l < L; ++l) {
+        const KeyValue before = select(prefix_memory[l], decoder_prefix[l][t]);
+        const KeyValue after = select(suffix_memory[l], decoder_suffix[l][t]);
+        const KeyValue memory{torch::cat({before.keys, after.keys}, 2),
+                              torch::cat({before.values, after.values}, 2)};
+        h = block(decoder_, l)->forward_cached(h, position, nullptr, &memory);
+      }
+      const torch::Tensor chosen = choose(t, head(h).squeeze(1));
+      out.select(1, t).copy_(torch::where(rows, chosen, out.select(1, t)));
+    }
+    // Push x_t through the prefix encoder; decoder layers read its outputs at t from t + 1 on.
+    torch::Tensor x = embedding_(out.select(1, t).unsqueeze(1));  // (B, 1, d)
+    std::vector<torch::Tensor> outputs;
+    for (int64_t l = 0; l < L; ++l) {
+      store(encoder_cache[l], block(encoder_, l)->self_key_value(x, position), t);
+      const KeyValue keys = select(encoder_cache[l], encoder_rows[l][t]);
+      x = block(encoder_, l)->forward_cached(x, position, &keys, nullptr);
+      outputs.push_back(x);
+    }
+    for (int64_t l = 0; l < L; ++l) {
+      store(prefix_memory[l], block(decoder_, l)->memory_key_value(outputs[L - 1 - l], position),
+            t);
+    }
+  }
+  // Given characters outside the vocabulary stay -1, as they came.
+  return torch::where(hidden | (tokens >= 0), out, tokens);
 }
 
 // ---- model files -----------------------------------------------------------------------------

@@ -20,9 +20,12 @@ Masking parse_masking(const std::string& name) {
 
 std::string masking_name(Masking masking) {
   switch (masking) {
-    case Masking::spans: return "spans";
-    case Masking::mixed: return "mixed";
-    case Masking::all: return "all";
+    case Masking::spans:
+      return "spans";
+    case Masking::mixed:
+      return "mixed";
+    case Masking::all:
+      return "all";
   }
   throw std::invalid_argument("masking_name: not a Masking");
 }
@@ -36,24 +39,72 @@ Batch random_batch(const torch::Tensor& ids, int64_t batch, int64_t length, Mask
   }
   std::vector<torch::Tensor> tokens, hidden;
   for (int64_t b = 0; b < batch; ++b) {
-    const auto offset = static_cast<int64_t>(data::uniform01(rng) * static_cast<double>(n - length + 1));
+    const auto offset =
+        static_cast<int64_t>(data::uniform01(rng) * static_cast<double>(n - length + 1));
     tokens.push_back(ids.narrow(0, offset, length));
     hidden.push_back(masking == Masking::all     ? torch::ones({length}, torch::kBool)
                      : masking == Masking::mixed ? data::mixed_span_mask(length, spans, rng)
                                                  : data::span_mask(length, spans, rng));
   }
-  return {torch::stack(tokens), torch::stack(hidden).logical_not()};
+  return {torch::stack(tokens), torch::stack(hidden).logical_not(), torch::Tensor()};
 }
+
+namespace {
+
+torch::Tensor true_token_log_probs(const torch::Tensor& logits, const torch::Tensor& tokens) {
+  return torch::log_softmax(logits.to(torch::kDouble), -1)
+      .gather(2, tokens.clamp_min(0).unsqueeze(2))
+      .squeeze(2);
+}
+
+}  // namespace
 
 Scores score(Tracformer& model, const Batch& batch, Mode mode) {
   torch::NoGradGuard no_grad;
   model->eval();
-  const torch::Tensor log_probs =
-      torch::log_softmax(model->forward(batch.tokens, batch.given, mode).to(torch::kDouble), -1);
-  const torch::Tensor scored = batch.given.logical_not() & (batch.tokens >= 0);
-  const torch::Tensor picked =
-      log_probs.gather(2, batch.tokens.clamp_min(0).unsqueeze(2)).squeeze(2);
-  return {torch::where(scored, picked, torch::zeros_like(picked)), scored};
+  const bool query = batch.targets.defined();
+  const torch::Tensor targets = query ? batch.targets : batch.given.logical_not();
+  const torch::Tensor scored = targets & (batch.tokens >= 0);
+  torch::Tensor log_probs;
+  const Architecture architecture = model->config().architecture;
+  if (!query) {
+    log_probs = true_token_log_probs(model->forward(batch.tokens, batch.given, mode), batch.tokens);
+  } else {
+    if ((batch.given & batch.targets).any().item<bool>()) {
+      throw std::invalid_argument("a query set's context and targets overlap");
+    }
+    if (has_prefix_encoder(architecture)) {
+      log_probs = true_token_log_probs(
+          model->forward_visible(batch.tokens, batch.given, batch.given | batch.targets),
+          batch.tokens);
+    } else if (architecture == Architecture::bert) {
+      // Reveal the targets one position at a time.
+      log_probs = torch::zeros(batch.tokens.sizes(), torch::kDouble);
+      torch::Tensor given = batch.given.clone();
+      for (int64_t t = 0; t < batch.tokens.size(1); ++t) {
+        const torch::Tensor rows = batch.targets.select(1, t);
+        if (!rows.any().item<bool>()) continue;
+        log_probs.select(1, t).copy_(
+            true_token_log_probs(model->forward(batch.tokens, given, Mode::ac), batch.tokens)
+                .select(1, t));
+        given.select(1, t).logical_or_(rows);
+      }
+    } else {
+      // Position t reads every position before it: all must be known (context or target).
+      const torch::Tensor known = batch.given | batch.targets;
+      const torch::Tensor unknown_before =
+          known.logical_not().to(torch::kLong).cumsum(1) > 0;  // an unknown at or before t
+      if ((unknown_before & batch.targets).any().item<bool>()) {
+        throw std::invalid_argument(
+            architecture_name(architecture) +
+            " reads every preceding position: a query set may not leave a position unknown "
+            "before a target");
+      }
+      log_probs =
+          true_token_log_probs(model->forward(batch.tokens, batch.given, Mode::car), batch.tokens);
+    }
+  }
+  return {torch::where(scored, log_probs, torch::zeros_like(log_probs)), scored};
 }
 
 torch::Tensor masked_nll(Tracformer& model, const Batch& batch, at::Generator* dropout) {
@@ -67,9 +118,10 @@ torch::Tensor masked_nll(Tracformer& model, const Batch& batch, at::Generator* d
                                               batch.tokens.index({targets}));
 }
 
-train::LoopResult train_model(Tracformer model, Tracformer ema_model, const torch::Tensor& train_ids,
-                              const torch::Tensor& validation_ids, const TrainingOptions& options,
-                              const nlohmann::json& metadata, uint64_t data_seed) {
+train::LoopResult train_model(Tracformer model, Tracformer ema_model,
+                              const torch::Tensor& train_ids, const torch::Tensor& validation_ids,
+                              const TrainingOptions& options, const nlohmann::json& metadata,
+                              uint64_t data_seed) {
   const Config& config = model->config();
   data::check_span_masking(options.spans);
   if (options.batch < 1) throw std::invalid_argument("batch must be >= 1");
@@ -85,16 +137,18 @@ train::LoopResult train_model(Tracformer model, Tracformer ema_model, const torc
                  "training at this batch, block size, width and depth");
   std::vector<Batch> validation;
   if (options.validate_every > 0 && validation_ids.size(0) > 0) {
-    validation = evaluation_batches(validation_ids, config.block_size, options.validation_crops,
-                                    EvalMasking{options.spans, {}}, data_seed + 1, options.batch);
+    validation =
+        evaluation_batches(validation_ids, config.block_size, options.validation_crops,
+                           EvalMasking{options.spans, {}, {}, {}}, data_seed + 1, options.batch);
   }
   train::LoopTask task;
   task.model = model.ptr().get();
   task.ema_model = ema_model.ptr().get();
   task.metadata = metadata;
   task.loss = [&](int64_t, std::mt19937_64& rng, at::Generator& noise) {
-    return masked_nll(model, random_batch(train_ids, options.batch, config.block_size,
-                                          options.masking, options.spans, rng),
+    return masked_nll(model,
+                      random_batch(train_ids, options.batch, config.block_size, options.masking,
+                                   options.spans, rng),
                       &noise);
   };
   if (!validation.empty()) {
@@ -149,29 +203,46 @@ std::vector<Batch> evaluation_batches(const torch::Tensor& ids, int64_t length, 
   const int64_t crops = std::min(max_crops, std::max<int64_t>(1, n / crop_length));
   std::mt19937_64 rng(seed);
   std::vector<Batch> batches;
-  std::vector<torch::Tensor> tokens, given;
+  std::vector<torch::Tensor> tokens, given, targets;
   for (int64_t c = 0; c < crops; ++c) {
     tokens.push_back(ids.narrow(0, c * crop_length, crop_length));
-    torch::Tensor hidden;
-    if (masking.ranges.empty()) {
-      hidden = data::span_mask(crop_length, masking.spans, rng);
-    } else {
-      hidden = torch::zeros({crop_length}, torch::kBool);
-      for (const auto& [a, b] : masking.ranges) {
+    auto fractions = [&](const std::vector<std::pair<double, double>>& ranges) {
+      torch::Tensor selected = torch::zeros({crop_length}, torch::kBool);
+      for (const auto& [a, b] : ranges) {
         const auto from = std::llround(a * static_cast<double>(crop_length));
         const auto to = std::llround(b * static_cast<double>(crop_length));
-        hidden.narrow(0, from, to - from).fill_(true);
+        selected.narrow(0, from, to - from).fill_(true);
       }
+      return selected;
+    };
+    if (!masking.query_targets.empty()) {
+      const torch::Tensor context = fractions(masking.query_context);
+      const torch::Tensor query = fractions(masking.query_targets);
+      if ((context & query).any().item<bool>()) {
+        throw std::invalid_argument("the query set's context and target ranges overlap");
+      }
+      if (!query.any().item<bool>()) {
+        throw std::invalid_argument("the query set's target ranges hold no position of a " +
+                                    std::to_string(crop_length) + "-character crop");
+      }
+      given.push_back(context);
+      targets.push_back(query);
+    } else {
+      const torch::Tensor hidden = masking.ranges.empty()
+                                       ? data::span_mask(crop_length, masking.spans, rng)
+                                       : fractions(masking.ranges);
       if (!hidden.any().item<bool>()) {
         throw std::invalid_argument("the mask ranges hide no position of a " +
                                     std::to_string(crop_length) + "-character crop");
       }
+      given.push_back(hidden.logical_not());
     }
-    given.push_back(hidden.logical_not());
     if (static_cast<int64_t>(tokens.size()) == batch || c + 1 == crops) {
-      batches.push_back({torch::stack(tokens), torch::stack(given)});
+      batches.push_back({torch::stack(tokens), torch::stack(given),
+                         targets.empty() ? torch::Tensor() : torch::stack(targets)});
       tokens.clear();
       given.clear();
+      targets.clear();
     }
   }
   return batches;
@@ -190,12 +261,14 @@ EvalResult evaluate(Tracformer& model, const std::vector<Batch>& batches, Mode m
       total_bits += result.crop_bits.back();
       result.masked_chars += result.crop_chars.back();
     }
-    result.unknown_chars +=
-        (batch.given.logical_not() & (batch.tokens < 0)).sum().item<int64_t>();
+    const torch::Tensor targets =
+        batch.targets.defined() ? batch.targets : batch.given.logical_not();
+    result.unknown_chars += (targets & (batch.tokens < 0)).sum().item<int64_t>();
     result.crops += batch.tokens.size(0);
   }
-  result.bits_per_char = result.masked_chars > 0 ? total_bits / static_cast<double>(result.masked_chars)
-                                                 : std::nan("");
+  result.bits_per_char = result.masked_chars > 0
+                             ? total_bits / static_cast<double>(result.masked_chars)
+                             : std::nan("");
   return result;
 }
 
@@ -229,6 +302,11 @@ torch::Tensor infill(Tracformer& model, const Batch& batch, const SamplingOption
   }
   torch::NoGradGuard no_grad;
   model->eval();
+  if (options.cache && has_prefix_encoder(model->config().architecture)) {
+    return model->decode_cached(
+        batch.tokens, batch.given,
+        [&](int64_t, const torch::Tensor& logits) { return draw(logits, options, generator); });
+  }
   // Models that read the preceding tokens see the draws there; bert sees them as context.
   const bool reveal = model->effective_mode(Mode::car) == Mode::ac;
   torch::Tensor tokens = batch.tokens.clone();
@@ -246,19 +324,8 @@ torch::Tensor infill(Tracformer& model, const Batch& batch, const SamplingOption
 }
 
 torch::Tensor chain_rule_log_likelihood(Tracformer& model, const Batch& batch) {
-  if (model->effective_mode(Mode::car) == Mode::car) {
-    return score(model, batch, Mode::car).log_probs.sum(1);
-  }
-  torch::Tensor total = torch::zeros({batch.tokens.size(0)}, torch::kDouble);
-  torch::Tensor given = batch.given.clone();
-  for (int64_t t = 0; t < batch.tokens.size(1); ++t) {
-    const torch::Tensor rows = batch.given.select(1, t).logical_not();
-    if (!rows.any().item<bool>()) continue;
-    const Scores scores = score(model, {batch.tokens, given}, Mode::ac);
-    total += scores.log_probs.select(1, t);
-    given.select(1, t).logical_or_(rows);
-  }
-  return total;
+  return score(model, {batch.tokens, batch.given, batch.given.logical_not()}, Mode::car)
+      .log_probs.sum(1);
 }
 
 }  // namespace structdiff::tracformer
