@@ -616,6 +616,8 @@ TEST(Cli, TracformerBadInputIsNamed) {
   const std::string empty = temp_path("empty.txt"), binary = temp_path("binary.txt");
   std::ofstream(empty).close();
   std::ofstream(binary, std::ios::binary) << std::string("ab\0\xFF", 4);
+  const std::string unknown = temp_path("unknown.txt");
+  std::ofstream(unknown) << "\xE6\x97\xA5\xE6\x9C\xAC";  // characters the model never saw
   const std::string train = "tracformer train" + std::string(kTinyTracformer) + " --train-steps 1 --out " + model;
   struct Case {
     std::string args, message;
@@ -645,6 +647,7 @@ TEST(Cli, TracformerBadInputIsNamed) {
       {"tracformer infill --model " + model + " \"abc\" --mask 2:9", "is not A:B with 0 <= A < B <= 3"},
       {"tracformer infill --model " + model + " \"a_c\" --temperature 0", "temperature must be"},
       {"tracformer eval --model " + model + " --text " + binary, "is not UTF-8 text"},
+      {"tracformer eval --model " + model + " --text " + unknown, "nothing to score"},
       {"tracformer eval --model " + model + " --text " + text + " --ranges 0.9:0.1", "out of order"},
       {"tracformer eval --model " + model + " --text " + text + " --query-set 0:0.5",
        "--query-set takes CONTEXT/TARGETS"},

@@ -171,6 +171,12 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
   const std::vector<tracformer::Batch> batches =
       tracformer::evaluation_batches(ids, length, c.crops, masking, global.seed, c.batch);
   const tracformer::EvalResult result = tracformer::evaluate(model, batches, mode);
+  if (result.masked_chars == 0) {
+    throw std::runtime_error("no hidden character of " + c.text_path +
+                             " is in the model's vocabulary (" +
+                             std::to_string(result.unknown_chars) +
+                             " outside it): nothing to score");
+  }
   const bool query = !masking.query_targets.empty();
   const std::string used = query ? "query-set" : tracformer::mode_name(model->effective_mode(mode));
   std::printf(
