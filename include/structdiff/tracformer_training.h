@@ -66,6 +66,9 @@ struct TrainingOptions : train::LoopOptions {
   int64_t validation_crops = 64;
 };
 
+// Throws std::invalid_argument unless `train_ids` holds at least one crop of the block size.
+void check_training_text(const torch::Tensor& train_ids, const Config& config);
+
 // Trains `model` on `train_ids`, validating bits per hidden character of `ema_model` on fixed
 // crops and masks of `validation_ids` (seeded by data_seed), through train::run_training.
 train::LoopResult train_model(Tracformer model, Tracformer ema_model,

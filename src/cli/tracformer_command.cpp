@@ -78,11 +78,7 @@ void run_train(TrainCommand c, const GlobalOptions& global) {
   tracformer::check_config(c.config);
   const torch::Tensor train_ids = vocabulary.encode(splits.train);
   const torch::Tensor validation_ids = vocabulary.encode(splits.validation);
-  if (train_ids.size(0) < c.config.block_size) {  // before anything is printed
-    throw std::invalid_argument("the training text has " + std::to_string(train_ids.size(0)) +
-                                " characters, fewer than the block size " +
-                                std::to_string(c.config.block_size));
-  }
+  tracformer::check_training_text(train_ids, c.config);  // before anything is printed
   Tracformer model(c.config);
   Tracformer averaged(c.config);
   std::printf(

@@ -118,6 +118,14 @@ torch::Tensor masked_nll(Tracformer& model, const Batch& batch, at::Generator* d
                                               batch.tokens.index({targets}));
 }
 
+void check_training_text(const torch::Tensor& train_ids, const Config& config) {
+  if (train_ids.size(0) < config.block_size) {
+    throw std::invalid_argument("the training text has " + std::to_string(train_ids.size(0)) +
+                                " characters, fewer than the block size " +
+                                std::to_string(config.block_size));
+  }
+}
+
 train::LoopResult train_model(Tracformer model, Tracformer ema_model,
                               const torch::Tensor& train_ids, const torch::Tensor& validation_ids,
                               const TrainingOptions& options, const nlohmann::json& metadata,
@@ -125,11 +133,7 @@ train::LoopResult train_model(Tracformer model, Tracformer ema_model,
   const Config& config = model->config();
   data::check_span_masking(options.spans);
   if (options.batch < 1) throw std::invalid_argument("batch must be >= 1");
-  if (train_ids.size(0) < config.block_size) {
-    throw std::invalid_argument("the training text has " + std::to_string(train_ids.size(0)) +
-                                " characters, fewer than the block size " +
-                                std::to_string(config.block_size));
-  }
+  check_training_text(train_ids, config);
   // Activations kept for the backward pass: about 40 floats per token and width unit in each of
   // the prefix encoder, suffix encoder and decoder layers.
   require_memory(40.0 * 4.0 * static_cast<double>(options.batch * config.block_size) *
