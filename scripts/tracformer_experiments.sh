@@ -10,14 +10,18 @@
 # model is scored on the same crops of the test split with the same masks (seed 1): mask ratios
 # 0.1 ... 0.9 under geometric spans of mean 16, 3 and 1 (1: single random characters), and fixed
 # mask ranges: the paper's six, plus the first half hidden (only a suffix given).
+# With --train-steps N every model instead trains N steps (the spec's equal-tokens protocol): the
+# result does not depend on what else the machine runs, so it can run beside other work and span
+# sessions (rerun the same command to resume).
 # A rerun skips finished cells. OUT_DIR/<model>-s<seed>/ holds .pt, .jsonl, .txt and eval/*.json.
 # Usage:
-#   scripts/tracformer_experiments.sh [--minutes M] [--seeds "1 2"] [--models "tf-car ..."]
-#     [--crops N] [--parallel P] OUT_DIR
+#   scripts/tracformer_experiments.sh [--minutes M | --train-steps N] [--seeds "1 2"]
+#     [--models "tf-car ..."] [--crops N] [--parallel P] OUT_DIR
 # Summary: scripts/tracformer_summary.py OUT_DIR
 set -euo pipefail
 
 minutes=25
+train_steps=""
 seeds="1 2"
 models="tf-car tf-ac bart bert ar tf-car-dense tf-car-mixed"
 crops=200
@@ -26,6 +30,7 @@ while [[ $# -gt 0 && $1 == --* ]]; do
   [[ $# -ge 2 ]] || { echo "$1 needs a value" >&2; exit 2; }
   case $1 in
     --minutes) minutes=$2 ;;
+    --train-steps) train_steps=$2 ;;
     --seeds) seeds=$2 ;;
     --models) models=$2 ;;
     --crops) crops=$2 ;;
@@ -43,7 +48,12 @@ export OMP_WAIT_POLICY=PASSIVE
 common=(--text data/kjv/kjv.txt --attention sparse --n-max 16 --block-size 256 --batch 32
   --mask-ratio 0.5 --span-mean 16 --span-dist geometric --dropout 0 --lr 1e-3 --lr-decay constant
   --warmup 100 --weight-decay 0.1 --clip 1 --ema 0.98 --validate-every 100 --validation-crops 64
-  --train-steps 1000000 --checkpoint-every 50)
+  --checkpoint-every 50)
+if [[ -n $train_steps ]]; then
+  budget=(--train-steps "$train_steps")
+else
+  budget=(--train-steps 1000000 --max-minutes "$minutes")
+fi
 shape() {  # MODEL -> architecture and shape options
   case $1 in
     tf-car) echo --architecture tracformer --objective car --masking spans --d-model 96 --heads 3 --layers 8 --decoder-layers 0 ;;
@@ -71,8 +81,8 @@ cell() {  # MODEL SEED
   mkdir -p "$dir/eval"
   if [[ ! -f $dir/model.pt ]]; then
     # shellcheck disable=SC2046
-    "$bin" --threads 1 --seed "$2" tracformer train $(shape "$1") "${common[@]}" \
-      --max-minutes "$minutes" --checkpoint "$dir/checkpoint.pt" --resume \
+    "$bin" --threads 1 --seed "$2" tracformer train $(shape "$1") "${common[@]}" "${budget[@]}" \
+      --checkpoint "$dir/checkpoint.pt" --resume \
       --log "$dir/train.jsonl" --out "$dir/model.pt" > "$dir/train.txt" 2>&1
   fi
   for mean in 16 3 1; do

@@ -590,6 +590,64 @@ TEST(Cli, TracformerTrainEvalInfill) {
   EXPECT_EQ(query.at("masked_chars").get<int64_t>() % 8, 0) << query;  // 8 targets per crop
 }
 
+std::string mnist_dir() { return std::string(STRUCTDIFF_SOURCE_DIR) + "/data/mnist"; }
+
+TEST(Cli, UnnTrainEvalGenerate) {
+  const std::string model = temp_path("unn.pt"), json = temp_path("unn.json");
+  const std::string grid = temp_path("unn.png"), generated = temp_path("unn-gen.json");
+  Result r = run("unn train --task mnist-conv --iterations 2 --schedule forward-backward --gamma 0.1 "
+                 "--train-steps 4 --batch 32 --seed 3 --data-dir " + mnist_dir() + " --out " + model);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "50026 parameters (tied, k = 2")) << r.output;
+  r = run("unn eval --model " + model + " --energy-images 4 --data-dir " + mnist_dir() +
+          " --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json result = nlohmann::json::parse(std::ifstream(json));
+  EXPECT_GT(result.at("accuracy").get<double>(), 0.0);
+  EXPECT_EQ(result.at("images").get<int64_t>(), 2000);
+  // Two iterations of H1 H2 y H2 after the starting state.
+  EXPECT_EQ(result.at("energy").at("classify").at("energy").size(), 9u);
+  EXPECT_EQ(result.at("energy").at("classify").at("non_increasing_share").get<double>(), 1.0);
+  EXPECT_EQ(result.at("energy").at("generate").at("non_increasing_share").get<double>(), 1.0);
+  EXPECT_TRUE(result.contains("provenance"));
+  r = run("unn generate --model " + model + " --classifier " + std::string(STRUCTDIFF_SOURCE_DIR) +
+          "/models/classifier-mnist.pt --out " + grid + " --json " + generated);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::file_size(grid) > 100);
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(generated)).at("predicted").size(), 10u);
+  r = run("unn generate --model " + model + " --class 7 --iterations 1 --schedule jacobi --out " + grid);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST(Cli, UnnBadInputIsNamed) {
+  const std::string model = temp_path("unn-bad.pt"), grid = temp_path("bad.png");
+  ASSERT_EQ(run("unn train --iterations 2 --untied --train-steps 1 --data-dir " + mnist_dir() +
+                " --out " + model).exit_code, 0);
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"unn train --task parse-tree --out " + model, "mnist-conv"},
+      {"unn train --iterations 0 --out " + model, "--iterations"},
+      {"unn train --gamma -1 --out " + model, "must be >= 0"},
+      {"unn train --schedule backward --out " + model, "forward-backward"},
+      {"unn train --dev-size 8000 --train-steps 1 --data-dir " + mnist_dir() + " --out " + model,
+       "the development split needs 1..7999 images, got 8000"},
+      {"unn eval --model " + model + " --iterations 3 --data-dir " + mnist_dir(),
+       "has weights for 2 iterations, asked for 3"},
+      {"unn generate --model " + model + " --class 10 --out " + grid, "--class"},
+      {"unn generate --model " + std::string(STRUCTDIFF_SOURCE_DIR) + "/models/sudoku9.pt --out " + grid,
+       "holds a model of kind 'sudoku', not 'unn-conv'"},
+      {"unn eval --model " + model + " --data-dir " + temp_path("nowhere"), "nowhere"},
+  };
+  for (const Case& c : cases) {
+    Result r = run(c.args);
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_EQ(line_count(r.output), 1) << c.args << ": " << r.output;
+    EXPECT_TRUE(contains(r.output, c.message)) << c.args << ": " << r.output;
+  }
+}
+
 TEST(Cli, BenchTracformerWritesJson) {
   const std::string json = temp_path("bench-tracformer.json");
   Result r = run("bench tracformer --lengths 32 64 --dense-max-length 64 --d-model 16 --heads 2 "

@@ -58,13 +58,15 @@ INSTANTIATE_TEST_SUITE_P(
                       Script{"ddpm_experiments.sh", "--minutes 1 --samples 10"},
                       Script{"difformer_experiments.sh", "--runs 1 --epochs 1"},
                       Script{"tracformer_kjv.sh", ""},
-                      Script{"tracformer_experiments.sh", "--minutes 1 --seeds 1 --crops 2"}),
+                      Script{"tracformer_experiments.sh", "--minutes 1 --seeds 1 --crops 2"},
+                      Script{"tracformer_experiments.sh", "--train-steps 2 --seeds 1 --crops 2"},
+                      Script{"unn_experiments.sh", "--cells \"a1 a2-k2 a3-k2 a4-k2\""}),
     [](const ::testing::TestParamInfo<Script>& info) {
       std::string name = info.param.name.substr(0, info.param.name.find('.'));
       for (char& c : name) {
         if (c == '_') c = 'X';
       }
-      return name;
+      return name + std::to_string(info.index);  // a script may appear with several options
     });
 
 }  // namespace

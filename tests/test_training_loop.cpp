@@ -172,6 +172,34 @@ TEST(TrainingLoop, NonFiniteLossStopsAndKeepsTheLastCheckpoint) {
   EXPECT_EQ(model_info(directory.file("run.ckpt"))["step"], 4);
 }
 
+TEST(TrainingLoop, KeepingTheBestRestoresTheBestValidationsWeights) {
+  TemporaryDirectory directory;
+  TinyRun run;
+  BestWeights best(TinyRun::make().ptr());
+  LoopOptions o = options(directory, 6);
+  o.validate_every = 2;
+  o.ema_decay = 0;
+  // Scores 3, 5, 4 at steps 2, 4, 6: the weights of step 4 come back.
+  std::vector<double> scores = {3, 5, 4};
+  std::vector<torch::Tensor> seen;
+  size_t call = 0;
+  run_training_keeping_best(
+      run.task(), o, 1,
+      [&] {
+        seen.push_back(run.averaged->parameters().front().clone());
+        return scores.at(call++);
+      },
+      "score", best);
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(best->step(), 4);
+  EXPECT_EQ(best->score(), 5.0);
+  EXPECT_TRUE(torch::equal(run.model->parameters().front(), seen[1]));
+  LoopTask with_validation = run.task();
+  with_validation.validate = [] { return nlohmann::json::object(); };
+  EXPECT_THROW_WITH(run_training_keeping_best(with_validation, o, 1, [] { return 0.0; }, "x", best),
+                    std::invalid_argument, "sets validate, on_step and state itself");
+}
+
 TEST(TrainingLoop, OptionsThatCannotTrainAreRefusedByName) {
   auto with = [](auto change) {
     LoopOptions o;

@@ -58,6 +58,7 @@ void register_difformer(CLI::App& app, const GlobalOptions& global, Action& acti
 void register_classifier(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_ddpm(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_tracformer(CLI::App& app, const GlobalOptions& global, Action& action);
+void register_unn(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_model(CLI::App& app, const GlobalOptions& global, Action& action);
 
 }  // namespace structdiff::cli

@@ -143,6 +143,7 @@ int main(int argc, char** argv) {
   cli::register_classifier(app, global, action);
   cli::register_ddpm(app, global, action);
   cli::register_tracformer(app, global, action);
+  cli::register_unn(app, global, action);
   cli::register_model(app, global, action);
 
   try {
