@@ -619,6 +619,50 @@ TEST(Cli, UnnTrainEvalGenerate) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
+TEST(Cli, UnnAttentionAndParseTasks) {
+  const std::string attention = temp_path("att.pt"), parser = temp_path("parse.pt");
+  const std::string json = temp_path("task.json"), grid = temp_path("task.png");
+  Result r = run("unn train --task attention --d-model 8 --train-steps 2 --validate-every 2 "
+                 "--dev-size 100 --batch 16 --out " + attention);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "78514 test sequences")) << r.output;
+  r = run("unn eval --model " + attention + " --iterations 2 --schedule random --energy-images 3 "
+          "--json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json result = nlohmann::json::parse(std::ifstream(json));
+  EXPECT_EQ(result.at("sequences").get<int64_t>(), 78514);
+  EXPECT_EQ(result.at("energy").at("fill").at("non_increasing_share").get<double>(), 1.0);
+
+  r = run("unn train --task parse --iterations 2 --train-steps 2 --validate-every 2 --out " + parser);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "12000 train, 1000 dev, 2000 test sentences")) << r.output;
+  r = run("unn eval --model " + parser + " --energy-images 2 --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  result = nlohmann::json::parse(std::ifstream(json));
+  EXPECT_GT(result.at("uas").get<double>(), 0.0);
+  EXPECT_GE(result.at("modlist_count").get<double>(), result.at("modlist_set").get<double>());
+  EXPECT_EQ(result.at("energy").at("parse").at("non_increasing_share").get<double>(), 1.0);
+
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"unn train --task attention --gamma 0.1 --out " + attention,
+       "--gamma applies to the conv tasks only"},
+      {"unn train --task parse --d-model 8 --out " + parser,
+       "--d-model applies to the attention task only"},
+      {"unn train --task mnist-conv --control --out " + parser, "--control applies to the parse task only"},
+      {"unn generate --model " + attention + " --out " + grid, "has no class prototypes"},
+      {"unn eval --model " + parser + " --schedule random", "a parser's order is fixed"},
+  };
+  for (const Case& c : cases) {
+    r = run(c.args);
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_EQ(line_count(r.output), 1) << c.args << ": " << r.output;
+    EXPECT_TRUE(contains(r.output, c.message)) << c.args << ": " << r.output;
+  }
+}
+
 TEST(Cli, UnnBadInputIsNamed) {
   const std::string model = temp_path("unn-bad.pt"), grid = temp_path("bad.png");
   ASSERT_EQ(run("unn train --iterations 2 --untied --train-steps 1 --data-dir " + mnist_dir() +

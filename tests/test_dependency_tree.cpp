@@ -191,6 +191,30 @@ TEST(TreeMarginals, ShiftedScoresShiftLogZByNAndStayFiniteInFloat32) {
   EXPECT_NEAR(single.marginals.sum().item<double>(), 2.0 * n, 1e-4);
 }
 
+TEST(TreeMarginals, WordsScoredFarBelowTheRestStayExact) {
+  // Every tree gives word m exactly one head, so lowering all arcs into m by c lowers log Z by c
+  // and leaves the marginals alone. With c = 2000 a per-sentence shift would underflow m's whole
+  // column to zero (a singular Laplacian); the per-column shift keeps it exact.
+  torch::manual_seed(4);
+  const int64_t n = 5;
+  const torch::Tensor theta = torch::randn({1, n + 1, n}, torch::kDouble);
+  torch::Tensor lowered = theta.clone();
+  lowered.select(2, 2).sub_(2000.0);
+  const TreeMarginals base = tree_marginals(theta), low = tree_marginals(lowered);
+  EXPECT_NEAR(low.log_partition.item<double>(), base.log_partition.item<double>() - 2000.0, 1e-9);
+  EXPECT_LE((low.marginals - base.marginals).abs().max().item<double>(), 1e-10);
+}
+
+TEST(TreeMarginals, ScoresBeyondFloat64AreAClearError) {
+  // Two words that each score the other 2000 above their root arc: every tree's weight
+  // underflows against the 2-cycle's, and the Laplacian is singular in float64.
+  torch::Tensor theta = torch::zeros({1, 3, 2}, torch::kDouble);
+  theta[0][0][0] = -2000.0;
+  theta[0][0][1] = -2000.0;
+  EXPECT_THROW_WITH(tree_marginals(theta), std::runtime_error,
+                    "tree_marginals: the matrix-tree Laplacian of sentence 0 is singular");
+}
+
 TEST(TreeMarginals, PaddedBatchEqualsSentencesAloneAndIgnoresGarbage) {
   torch::manual_seed(4);
   const int64_t n = 7;

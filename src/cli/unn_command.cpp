@@ -18,6 +18,8 @@
 #include "structdiff/image_metrics.h"
 #include "structdiff/images.h"
 #include "structdiff/number_sequences.h"
+#include "structdiff/treebank.h"
+#include "structdiff/unn_parser.h"
 
 namespace structdiff::cli {
 namespace {
@@ -38,8 +40,26 @@ struct TrainCommand {
   int64_t dev_size = 0;  // 0: 1,000 for the MNIST subset, 10,000 for Fashion-MNIST and sequences
   unn::ConvUnnTraining training;
   unn::AttentionUnnConfig attention;  // the attention task's own settings
+  bool control = false;               // parse: the control treebank (heads independent of words)
+  bool jacobi = false;                // parse: H and M updated together
+  uint64_t treebank_seed = 1;         // parse
   CLI::App* command = nullptr;        // to tell given options from defaults
 };
+
+// Refuses options that belong to other tasks, naming them.
+void reject_options(const TrainCommand& c, const std::vector<std::string>& options,
+                    const std::string& owners) {
+  for (const std::string& option : options) {
+    if (c.command->count(option) > 0) {
+      throw std::invalid_argument(option + " applies to " + owners + " only");
+    }
+  }
+}
+
+const std::vector<std::string> kConvOnly = {"--gamma", "--untied", "--dropout",
+                                            "--generate-schedule", "--data-dir"};
+const std::vector<std::string> kAttentionOnly = {"--d-model", "--random-iterations"};
+const std::vector<std::string> kParseOnly = {"--control", "--jacobi", "--treebank-seed"};
 
 struct EvalCommand {
   std::string model_path, json_path, data_dir;
@@ -60,11 +80,8 @@ int64_t default_dev_size(const std::string& dataset) { return dataset == "mnist"
 // The attention task: the authors' settings where the conv task's defaults would differ.
 void run_train_attention(TrainCommand c, const GlobalOptions& global) {
   auto given = [&](const char* option) { return c.command->count(option) > 0; };
-  for (const char* conv_only : {"--gamma", "--untied", "--dropout", "--generate-schedule"}) {
-    if (given(conv_only)) {
-      throw std::invalid_argument(std::string(conv_only) + " applies to the conv tasks only");
-    }
-  }
+  reject_options(c, kConvOnly, "the conv tasks");
+  reject_options(c, kParseOnly, "the parse task");
   unn::AttentionUnnTraining training;
   training.loop = c.training.loop;
   if (!given("--lr")) training.loop.learning_rate = 1e-4;
@@ -115,15 +132,83 @@ void run_train_attention(TrainCommand c, const GlobalOptions& global) {
   std::printf("wrote %s\n", c.out_path.c_str());
 }
 
+data::TreebankOptions treebank_options(uint64_t seed, bool control) {
+  data::TreebankOptions options;
+  options.seed = seed;
+  options.control = control;
+  return options;
+}
+
+// The parse task: the synthetic treebank (the paper's UD treebanks cannot be had offline) and the
+// encoder settings of the spec note's section 4.7.
+void run_train_parse(TrainCommand c, const GlobalOptions& global) {
+  auto given = [&](const char* option) { return c.command->count(option) > 0; };
+  reject_options(c, kConvOnly, "the conv tasks");
+  reject_options(c, kAttentionOnly, "the attention task");
+  if (given("--schedule")) {
+    throw std::invalid_argument("the parse task updates H, M, then Y (--jacobi: H and M together)");
+  }
+  const data::Treebank bank = data::generate_treebank(treebank_options(c.treebank_seed, c.control));
+  unn::ParserConfig config;
+  config.vocabulary = static_cast<int64_t>(bank.vocabulary.size());
+  config.iterations = c.config.iterations;
+  config.jacobi = c.jacobi;
+  config.init_seed = global.seed;
+  unn::ParserTraining training;
+  training.loop = c.training.loop;
+  const int64_t batch = given("--batch") ? c.training.batch_size : 32;
+  const int64_t epoch = (static_cast<int64_t>(bank.train.size()) + batch - 1) / batch;
+  if (!given("--lr")) training.loop.learning_rate = 2e-3;
+  if (!given("--clip")) training.loop.clip_norm = 5;
+  if (!given("--train-steps")) training.loop.steps = 30 * epoch;
+  training.batch_size = batch;
+  training.seed = global.seed;
+  training.loop.progress_label = "unn parse";
+  unn::UnnParser model(config);
+  int64_t parameters = 0;
+  for (const auto& p : model->parameters()) parameters += p.numel();
+  std::printf(
+      "UNN parser on the synthetic %streebank (seed %llu): %zu train, %zu dev, %zu test "
+      "sentences; %ld parameters; k = %ld (%s); %ld steps = %.1f epochs\n",
+      c.control ? "control " : "", static_cast<unsigned long long>(c.treebank_seed),
+      bank.train.size(), bank.dev.size(), bank.test.size(), static_cast<long>(parameters),
+      static_cast<long>(config.iterations), c.jacobi ? "Jacobi H, M" : "sequential",
+      static_cast<long>(training.loop.steps),
+      static_cast<double>(training.loop.steps) / static_cast<double>(epoch));
+  std::fflush(stdout);
+  const unn::ParserTrainingResult result = unn::train_parser(model, bank, training);
+  const unn::ParseScores test = unn::evaluate_parser(model, bank.test, config.iterations);
+  std::printf(
+      "best dev UAS %.2f%% at step %ld; test UAS %.2f%%, exact match %.2f%%, modifier "
+      "lists %.2f%% (set) / %.2f%% (count); %ld steps in %s\n",
+      100 * result.best_dev_uas, static_cast<long>(result.best_step), 100 * test.uas(),
+      100 * test.exact_match(), 100 * test.modlist_set(), 100 * test.modlist_count(),
+      static_cast<long>(result.steps), train::format_duration(result.seconds).c_str());
+  unn::save_parser(c.out_path, model,
+                   {{"task", c.task},
+                    {"treebank_seed", c.treebank_seed},
+                    {"control", c.control},
+                    {"test_uas", test.uas()},
+                    {"best_dev_uas", result.best_dev_uas},
+                    {"best_step", result.best_step},
+                    {"steps", result.steps},
+                    {"batch", batch},
+                    {"lr", training.loop.learning_rate},
+                    {"train_seconds", result.seconds}});
+  std::printf("wrote %s\n", c.out_path.c_str());
+}
+
 void run_train(TrainCommand c, const GlobalOptions& global) {
   if (c.task == "attention") {
     run_train_attention(std::move(c), global);
     return;
   }
-  if (c.command->count("--d-model") || c.command->count("--random-iterations")) {
-    throw std::invalid_argument(
-        "--d-model and --random-iterations apply to the attention task only");
+  if (c.task == "parse") {
+    run_train_parse(std::move(c), global);
+    return;
   }
+  reject_options(c, kAttentionOnly, "the attention task");
+  reject_options(c, kParseOnly, "the parse task");
   c.config.dataset = task_dataset(c.task);
   c.config.classify_schedule = unn::parse_schedule(c.schedule);
   c.config.generate_schedule = unn::parse_schedule(c.generate_schedule);
@@ -173,16 +258,28 @@ void run_train(TrainCommand c, const GlobalOptions& global) {
   std::printf("wrote %s\n", c.out_path.c_str());
 }
 
-// Share of block updates that lowered or kept the energy (relative tolerance 1e-9).
-double non_increasing_share(const std::vector<double>& energy, int64_t* updates) {
+// Prints and returns one energy trace: the share of block updates that lowered or kept the
+// energy (relative tolerance 1e-9; updates from a state off some variable's domain, energy +inf,
+// are not counted) and the trace itself (null for +inf).
+nlohmann::json energy_report(const std::string& what, int64_t examples,
+                             const unn::InferenceResult& result) {
+  const std::vector<double>& energy = result.energy;
   int64_t kept = 0, counted = 0;
-  for (size_t i = 1; i < energy.size(); ++i) {
-    if (std::isinf(energy[i - 1])) continue;
+  nlohmann::json trace = nlohmann::json::array();
+  for (size_t i = 0; i < energy.size(); ++i) {
+    trace.push_back(std::isinf(energy[i]) ? nlohmann::json(nullptr) : nlohmann::json(energy[i]));
+    if (i == 0 || std::isinf(energy[i - 1])) continue;
     ++counted;
     if (energy[i] <= energy[i - 1] + 1e-9 * std::abs(energy[i - 1])) ++kept;
   }
-  *updates = counted;
-  return counted == 0 ? 1.0 : static_cast<double>(kept) / static_cast<double>(counted);
+  const double share =
+      counted == 0 ? 1.0 : static_cast<double>(kept) / static_cast<double>(counted);
+  std::printf(
+      "energy, %s over %ld examples: %ld block updates, %.1f%% lowered or kept it; "
+      "final %.6g\n",
+      what.c_str(), static_cast<long>(examples), static_cast<long>(counted), 100 * share,
+      energy.back());
+  return {{"updates", result.updates}, {"energy", trace}, {"non_increasing_share", share}};
 }
 
 void run_eval_attention(const EvalCommand& c) {
@@ -208,17 +305,7 @@ void run_eval_attention(const EvalCommand& c) {
     const int64_t n = std::min<int64_t>(c.energy_examples, test.size());
     const unn::InferenceResult result =
         exact->infer(test.tokens.narrow(0, 0, n), k, schedule, nullptr, true);
-    int64_t updates = 0;
-    const double share = non_increasing_share(result.energy, &updates);
-    std::printf(
-        "energy over %ld sequences: %ld block updates, %.1f%% lowered or kept it; final "
-        "%.6g\n",
-        static_cast<long>(n), static_cast<long>(updates), 100 * share, result.energy.back());
-    nlohmann::json trace = nlohmann::json::array();
-    for (double e : result.energy)
-      trace.push_back(std::isinf(e) ? nlohmann::json(nullptr) : nlohmann::json(e));
-    energy["fill"] = {
-        {"updates", result.updates}, {"energy", trace}, {"non_increasing_share", share}};
+    energy["fill"] = energy_report("filling masked tokens", n, result);
   }
   if (!c.json_path.empty()) {
     write_json_file(c.json_path,
@@ -235,9 +322,64 @@ void run_eval_attention(const EvalCommand& c) {
   }
 }
 
+void run_eval_parse(const EvalCommand& c) {
+  if (!c.schedule.empty()) {
+    throw std::invalid_argument("a parser's order is fixed when it is trained (H, M, then Y)");
+  }
+  nlohmann::json metadata;
+  unn::UnnParser model = unn::load_parser(c.model_path, &metadata);
+  const unn::ParserConfig& config = model->config();
+  const int64_t k = c.iterations > 0 ? c.iterations : config.iterations;
+  const uint64_t seed = metadata.at("treebank_seed").get<uint64_t>();
+  const bool control = metadata.at("control").get<bool>();
+  const data::Treebank bank = data::generate_treebank(treebank_options(seed, control));
+  const unn::ParseScores test = unn::evaluate_parser(model, bank.test, k);
+  std::printf(
+      "%s on the synthetic %streebank's test split (%zu sentences, %ld words), k = %ld: "
+      "UAS %.2f%%, exact match %.2f%%, modifier lists %.2f%% (set) / %.2f%% (count) / "
+      "%.2f%% (the authors' packed count)\n",
+      c.model_path.c_str(), control ? "control " : "", bank.test.size(),
+      static_cast<long>(test.words), static_cast<long>(k), 100 * test.uas(),
+      100 * test.exact_match(), 100 * test.modlist_set(), 100 * test.modlist_count(),
+      100 * test.modlist_packed());
+  nlohmann::json energy;
+  if (!config.jacobi) {  // Jacobi updates carry no descent guarantee
+    torch::NoGradGuard no_grad;
+    unn::UnnParser exact = unn::load_parser(c.model_path);
+    exact->to(torch::kDouble);
+    const int64_t n = std::min<int64_t>(c.energy_examples, static_cast<int64_t>(bank.test.size()));
+    std::vector<int64_t> index(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) index[static_cast<size_t>(i)] = i;
+    const data::TreebankBatch batch = data::make_batch(bank.test, index);
+    energy["parse"] =
+        energy_report("parsing", n, exact->parse(batch.words, batch.lengths, k, nullptr, true));
+  }
+  if (!c.json_path.empty()) {
+    write_json_file(c.json_path, {{"model", c.model_path},
+                                  {"task", "parse"},
+                                  {"split", "test"},
+                                  {"control", control},
+                                  {"sentences", bank.test.size()},
+                                  {"words", test.words},
+                                  {"iterations", k},
+                                  {"uas", test.uas()},
+                                  {"exact_match", test.exact_match()},
+                                  {"modlist_set", test.modlist_set()},
+                                  {"modlist_count", test.modlist_count()},
+                                  {"modlist_packed", test.modlist_packed()},
+                                  {"energy", energy},
+                                  {"trained", metadata}});
+  }
+}
+
 void run_eval(const EvalCommand& c) {
-  if (train::model_kind(train::read_checkpoint_metadata(c.model_path)) == "unn-attention") {
+  const std::string kind = train::model_kind(train::read_checkpoint_metadata(c.model_path));
+  if (kind == "unn-attention") {
     run_eval_attention(c);
+    return;
+  }
+  if (kind == "unn-parser") {
+    run_eval_parse(c);
     return;
   }
   nlohmann::json metadata;
@@ -266,22 +408,8 @@ void run_eval(const EvalCommand& c) {
     const unn::InferenceResult classify = exact->classify(images, k, schedule, nullptr, true);
     const unn::InferenceResult generate =
         exact->generate(test.labels.narrow(0, 0, n), k, back, true);
-    for (const auto& [name, result] :
-         {std::pair<std::string, const unn::InferenceResult*>{"classify", &classify},
-          {"generate", &generate}}) {
-      int64_t updates = 0;
-      const double share = non_increasing_share(result->energy, &updates);
-      std::printf(
-          "energy, %s direction over %ld images: %ld block updates, %.1f%% lowered or "
-          "kept it; final %.6g\n",
-          name.c_str(), static_cast<long>(n), static_cast<long>(updates), 100 * share,
-          result->energy.back());
-      nlohmann::json trace = nlohmann::json::array();
-      for (double e : result->energy)
-        trace.push_back(std::isinf(e) ? nlohmann::json(nullptr) : nlohmann::json(e));
-      energy[name] = {
-          {"updates", result->updates}, {"energy", trace}, {"non_increasing_share", share}};
-    }
+    energy["classify"] = energy_report("classify direction", n, classify);
+    energy["generate"] = energy_report("generate direction", n, generate);
   }
   if (!c.json_path.empty()) {
     write_json_file(c.json_path,
@@ -299,10 +427,10 @@ void run_eval(const EvalCommand& c) {
 }
 
 void run_generate(const GenerateCommand& c) {
-  if (train::model_kind(train::read_checkpoint_metadata(c.model_path)) == "unn-attention") {
-    throw std::invalid_argument(c.model_path +
-                                " is an attention model: it fills masked tokens "
-                                "(unn eval), it has no class prototypes");
+  const std::string kind = train::model_kind(train::read_checkpoint_metadata(c.model_path));
+  if (kind == "unn-attention" || kind == "unn-parser") {
+    throw std::invalid_argument(c.model_path + " holds a " + kind +
+                                " model, which has no class prototypes (use unn eval)");
   }
   nlohmann::json metadata;
   unn::ConvUnn model = unn::load_conv_unn(c.model_path, &metadata);
@@ -364,8 +492,8 @@ void register_unn(CLI::App& app, const GlobalOptions& global, Action& action) {
   t->training.loop.clip_norm = std::numeric_limits<double>::infinity();
   t->training.loop.ema_decay = 0;
   CLI::App* train = unn->add_subcommand("train", "Train a UNN; keeps the best development epoch");
-  train->add_option("--task", t->task, "mnist-conv, fashion-conv or attention")
-      ->check(CLI::IsMember({"mnist-conv", "fashion-conv", "attention"}))
+  train->add_option("--task", t->task, "mnist-conv, fashion-conv, attention or parse")
+      ->check(CLI::IsMember({"mnist-conv", "fashion-conv", "attention", "parse"}))
       ->capture_default_str();
   train->add_option("--data-dir", t->data_dir, "IDX directory (default: the dataset's)");
   train->add_option("--out", t->out_path, "Model file to write")
@@ -403,6 +531,11 @@ void register_unn(CLI::App& app, const GlobalOptions& global, Action& action) {
       ->capture_default_str();
   train->add_flag("--random-iterations", t->attention.random_iterations,
                   "attention: draw k from 1..5 per batch (evaluated at k = 3)");
+  train->add_flag("--control", t->control,
+                  "parse: the control treebank, whose heads do not depend on the words");
+  train->add_flag("--jacobi", t->jacobi, "parse: update H and M together (the authors' code)");
+  train->add_option("--treebank-seed", t->treebank_seed, "parse: the synthetic treebank's seed")
+      ->capture_default_str();
   add_training_loop_options(*train, t->training.loop);
   t->command = train;
   train->callback([t, &global, &action] { action = [t, &global] { run_train(*t, global); }; });

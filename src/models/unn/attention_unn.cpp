@@ -26,11 +26,11 @@ Graph build_graph(const AttentionUnnConfig& config, at::Generator& generator) {
       sinusoidal_embedding(torch::arange(kLength, torch::kFloat), d, FrequencySpacing::transformer);
   Graph graph;
   for (const char* name : {"X", "Q", "K", "V"}) {
-    graph->add_variable({name, {kLength, d}, Activation::identity}, generator);
+    graph->add_variable({name, {kLength, d}, Activation::identity, 1.0, {}}, generator);
   }
-  graph->add_variable({"S", {kLength, kLength}, Activation::softmax, std::sqrt(double(d))},
+  graph->add_variable({"S", {kLength, kLength}, Activation::softmax, std::sqrt(double(d)), {}},
                       generator);
-  graph->add_variable({"H", {kLength, d}, Activation::identity}, generator);
+  graph->add_variable({"H", {kLength, d}, Activation::identity, 1.0, {}}, generator);
   for (const char* name : {"Q", "K", "V"}) {
     graph->add_factor(LinearFactor("X", name, d, d, generator, positions, /*rows=*/true));
   }

@@ -218,19 +218,24 @@ TreeMarginals tree_marginals(const torch::Tensor& theta, const torch::Tensor& le
   const torch::Tensor packed =
       torch::where(eye, root.unsqueeze(1).expand({batch, n, n}), scores.narrow(1, 1, n));
 
-  // Shift by the largest valid score (constant per sentence, so no gradient is needed through
-  // it); then exp cannot overflow. Invalid entries are replaced before exp, not after, so that
-  // garbage there (inf, NaN) reaches neither the values nor the gradients.
+  // Shift every column (the arcs into one word, root arc included) by its largest valid score.
+  // Every entry of Lhat's column m is an arc into m, so the shift scales that column by
+  // exp(-c_m): log det gains sum_m c_m and the marginal formula below is unchanged. Per column
+  // rather than per sentence, so that a word whose arcs all score far below the sentence's best
+  // still has a non-zero column (a per-sentence shift underflows it to zero and Lhat becomes
+  // singular once scores spread over more than about 700). The shift is a constant (no gradient
+  // needed through it). Invalid entries are replaced before exp, not after, so that garbage there
+  // (inf, NaN) reaches neither the values nor the gradients.
   torch::Tensor shift;
   {
     torch::NoGradGuard no_grad;
     shift = torch::where(valid, packed,
                          torch::full({}, -std::numeric_limits<double>::infinity(), options))
-                .amax({1, 2});
+                .amax({1});  // (B, n)
     shift = torch::where(torch::isfinite(shift), shift, torch::zeros_like(shift));
   }
   const torch::Tensor zero = torch::zeros({}, options);
-  const torch::Tensor shifted = torch::where(valid, packed - shift.view({batch, 1, 1}), zero);
+  const torch::Tensor shifted = torch::where(valid, packed - shift.unsqueeze(1), zero);
   const torch::Tensor weights = torch::where(valid, shifted.exp(), zero);  // (B, n, n)
   const torch::Tensor arcs = torch::where(eye, zero, weights);             // A: word -> word
   const torch::Tensor root_weights = weights.diagonal(0, 1, 2);            // r: root -> word
@@ -243,12 +248,19 @@ TreeMarginals tree_marginals(const torch::Tensor& theta, const torch::Tensor& le
       torch::cat({root_weights.unsqueeze(1), laplacian.narrow(1, 1, n - 1)}, 1) +
       torch::diag_embed(padding);
 
-  const torch::Tensor count = torch::tensor(length, torch::kLong).to(options);
-  const torch::Tensor log_partition = torch::logdet(lhat) + count * shift;
+  const torch::Tensor log_partition =
+      torch::logdet(lhat) + torch::where(word, shift, torch::zeros_like(shift)).sum(1);
 
   // Koo et al. 2007 (1-based): mu_root[m] = r[m] B[m][1];
   // mu[h][m] = A[h][m] ([m != 1] B[m][m] - [h != 1] B[m][h]), B the inverse of Lhat.
-  const torch::Tensor inverse = torch::inverse(lhat);
+  const auto [inverse, info] = torch::linalg_inv_ex(lhat);
+  if (info.ne(0).any().item<bool>()) {
+    const int64_t b = info.ne(0).nonzero()[0][0].item<int64_t>();
+    throw std::runtime_error(
+        where + ": the matrix-tree Laplacian of sentence " + std::to_string(b) +
+        " is singular in float64: its arc scores spread over more than float64 can hold (about "
+        "700 between the arcs into one word); bound the scores or lower the learning rate");
+  }
   const torch::Tensor not_first =
       torch::arange(n, options.dtype(torch::kLong)).ne(0).to(torch::kDouble);  // (n)
   const torch::Tensor root_marginals = root_weights * inverse.select(2, 0);

@@ -1,0 +1,132 @@
+// The structured UNN parser: one iteration is the biaffine scorer over the encoder's rows, later
+// iterations never raise the energy (sequential order), Jacobi updates H and M together, it learns
+// a small synthetic treebank in CI time; model files and bad input.
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "structdiff/treebank.h"
+#include "structdiff/unn_parser.h"
+#include "support/expect_throw.h"
+#include "support/modules.h"
+#include "support/temporary_files.h"
+
+namespace unn = structdiff::unn;
+namespace data = structdiff::data;
+
+namespace {
+
+data::Treebank small_bank() {
+  data::TreebankOptions options;
+  options.train_sentences = 600;
+  options.dev_sentences = 100;
+  options.test_sentences = 50;
+  options.max_words = 20;
+  return data::generate_treebank(options);
+}
+
+unn::ParserConfig small_config(const data::Treebank& bank, int64_t iterations) {
+  unn::ParserConfig config;
+  config.vocabulary = static_cast<int64_t>(bank.vocabulary.size());
+  config.max_words = 20;
+  config.embedding = 16;
+  config.lstm_hidden = 16;
+  config.lstm_layers = 1;
+  config.arc_features = 16;
+  config.iterations = iterations;
+  return config;
+}
+
+data::TreebankBatch first(const std::vector<data::Sentence>& sentences, int64_t count) {
+  std::vector<int64_t> index;
+  for (int64_t i = 0; i < count; ++i) index.push_back(i);
+  return data::make_batch(sentences, index);
+}
+
+}  // namespace
+
+TEST(UnnParser, OneIterationIsTheBiaffineScorer) {
+  const data::Treebank bank = small_bank();
+  unn::UnnParser model(small_config(bank, 1));
+  model->to(torch::kDouble);
+  model->eval();
+  const data::TreebankBatch batch = first(bank.dev, 4);
+  const unn::InferenceResult result = model->parse(batch.words, batch.lengths, 1);
+  EXPECT_EQ(result.updates.at(0), (std::vector<std::string>{"H", "M", "Y"}));
+  unn::Graph& g = model->network()->graph();
+  const torch::Tensor wh = g->factors()[0]->as<unn::LinearFactorImpl>()->weight;
+  const torch::Tensor wm = g->factors()[1]->as<unn::LinearFactorImpl>()->weight;
+  const torch::Tensor v = g->factors()[2]->as<unn::BiaffineFactorImpl>()->weight;
+  const torch::Tensor h = torch::relu(torch::matmul(result.state.at("Xh"), wh.t()) + g->bias("H"));
+  const torch::Tensor m = torch::relu(torch::matmul(result.state.at("Xm"), wm.t()) + g->bias("M"));
+  const torch::Tensor scores = torch::matmul(torch::matmul(h, v), m.transpose(1, 2));
+  EXPECT_TRUE(torch::allclose(result.preactivation.at("Y"), scores, 1e-12, 1e-12));
+  // Marginals only on real arcs, each real column a distribution over heads.
+  const torch::Tensor y = result.state.at("Y");
+  EXPECT_NEAR(y[0].sum().item<double>(), static_cast<double>(batch.lengths[0].item<int64_t>()),
+              1e-9);
+}
+
+TEST(UnnParser, IterationsNeverRaiseTheEnergy) {
+  const data::Treebank bank = small_bank();
+  unn::ParserConfig config = small_config(bank, 3);
+  unn::UnnParser model(config);
+  model->to(torch::kDouble);
+  {
+    torch::NoGradGuard
+        no_grad;  // larger arc weights than the initial N(0, 0.01): iterating matters
+    model->network()->graph()->factors()[2]->as<unn::BiaffineFactorImpl>()->weight.normal_(0, 0.3);
+  }
+  const data::TreebankBatch batch = first(bank.dev, 3);
+  const unn::InferenceResult result = model->parse(batch.words, batch.lengths, 3, nullptr, true);
+  const std::vector<double>& energy = result.energy;
+  ASSERT_EQ(energy.size(), 10u);
+  for (size_t i = 1; i < energy.size(); ++i) {
+    if (std::isinf(energy[i - 1])) continue;
+    EXPECT_LE(energy[i], energy[i - 1] + 1e-9 * std::abs(energy[i - 1])) << i;
+  }
+  config.jacobi = true;
+  unn::UnnParser jacobi(config);
+  EXPECT_EQ(jacobi->parse(batch.words, batch.lengths, 2).updates.at(1),
+            (std::vector<std::string>{"H", "M", "Y"}));
+}
+
+TEST(UnnParser, LearnsASmallTreebank) {
+  const data::Treebank bank = small_bank();
+  unn::UnnParser model(small_config(bank, 2));
+  const double before = unn::evaluate_parser(model, bank.dev, 2).uas();
+  unn::ParserTraining options;
+  options.batch_size = 32;
+  options.loop.steps = 80;
+  options.loop.learning_rate = 5e-3;
+  options.loop.ema_decay = 0;
+  options.loop.clip_norm = 5;
+  options.loop.validate_every = 40;
+  options.loop.show_progress = false;
+  const unn::ParserTrainingResult result = unn::train_parser(model, bank, options);
+  EXPECT_GT(result.best_dev_uas, before + 0.2) << "from " << before;
+  EXPECT_DOUBLE_EQ(unn::evaluate_parser(model, bank.dev, 2).uas(), result.best_dev_uas);
+}
+
+TEST(UnnParser, ModelFileRoundTripAndBadInput) {
+  const data::Treebank bank = small_bank();
+  TemporaryDirectory scratch;
+  unn::UnnParser model(small_config(bank, 2));
+  unn::save_parser(scratch.file("p.pt"), model, {{"treebank_seed", 1}});
+  unn::UnnParser loaded = unn::load_parser(scratch.file("p.pt"));
+  expect_identical(*model, *loaded);
+  unn::ParserConfig config = small_config(bank, 0);
+  EXPECT_THROW_WITH(unn::UnnParser{config}, std::invalid_argument, "iterations must be in 1..64");
+  const data::TreebankBatch batch = first(bank.dev, 2);
+  EXPECT_THROW_WITH(model->parse(batch.words, batch.lengths * 0, 1), std::invalid_argument,
+                    "sentence lengths must be in 1..the padded width");
+  EXPECT_THROW_WITH(
+      model->parse(torch::full({1, 3}, 100000, torch::kLong), torch::full({1}, 3, torch::kLong), 1),
+      std::invalid_argument, "word ids must be in 0..");
+  EXPECT_THROW_WITH(
+      model->parse(torch::full({1, 30}, 2, torch::kLong), torch::full({1}, 30, torch::kLong), 1),
+      std::invalid_argument, "words must be (batch, at most 20)");
+}
