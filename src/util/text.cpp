@@ -3,6 +3,12 @@
 #include <algorithm>
 
 namespace structdiff {
+
+std::string shape_text(c10::ArrayRef<int64_t> shape) {
+  std::string text = "(";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + ")";
+}
 namespace {
 
 // Optimal string alignment distance (Damerau-Levenshtein without repeated edits of a substring).

@@ -5,7 +5,12 @@
 #include <string>
 #include <vector>
 
+#include <c10/util/ArrayRef.h>
+
 namespace structdiff {
+
+// A tensor shape for messages: "(2, 1, 28, 28)".
+std::string shape_text(c10::ArrayRef<int64_t> shape);
 
 // The name in `names` closest to `word` by edit distance (insertions, deletions, substitutions
 // and swaps of neighbours), if it is close enough to be a likely typo (a third of the longer

@@ -11,17 +11,11 @@
 
 #include "structdiff/dependency_tree.h"
 #include "structdiff/unn.h"
+#include "util/text.h"
 
 namespace structdiff::unn {
 namespace {
 
-std::string shape_text(at::IntArrayRef shape) {
-  std::ostringstream out;
-  out << "(";
-  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
-  out << ")";
-  return out.str();
-}
 
 // Sentence lengths of a tree variable's support (B, n + 1, n): the columns (words) with any arc.
 torch::Tensor tree_lengths(const torch::Tensor& support) {

@@ -8,17 +8,11 @@
 #include <torch/torch.h>
 
 #include "structdiff/unn.h"
+#include "util/text.h"
 
 namespace structdiff::unn {
 namespace {
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::ostringstream out;
-  out << "(";
-  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
-  out << ")";
-  return out.str();
-}
 
 int64_t numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
