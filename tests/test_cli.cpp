@@ -281,6 +281,35 @@ TEST(Cli, GsdmMaskAndInvariance) {
   EXPECT_NE(r.output.find("edges[0]: 'x[5]': index 5 out of range"), std::string::npos) << r.output;
 }
 
+// Twenty steps give a model that `gsdm eval` accepts; sampling prints truth beside samples.
+TEST(Cli, GsdmTrainEvalSampleAnyProblem) {
+  const std::string model = temp_path("sorting3.pt"), json = temp_path("sorting3.json");
+  Result r = run("gsdm train --problem sorting --size 3 --dim 16 --blocks 1 --heads 2 "
+                 "--train-steps 20 --validate-every 10 --validation-examples 4 "
+                 "--out " + model);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "training a GSDM for sorting (size 3): 24 variables")) << r.output;
+  r = run("gsdm eval --model " + model + " --count 4 --sample-steps 2 --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "baseline_random_permutation_rmse")) << r.output;
+  const nlohmann::json result = nlohmann::json::parse(std::ifstream(json));
+  EXPECT_EQ(result["problem"], "sorting");
+  EXPECT_EQ(result["metrics"]["examples"], 4);
+  EXPECT_TRUE(result.contains("provenance"));
+  r = run("gsdm sample --model " + model + " --count 1 --sample-steps 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "u    given")) << r.output;
+  EXPECT_TRUE(contains(r.output, "P    sample")) << r.output;
+  r = run("gsdm train --problem sortng --train-steps 1 --out " + model);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.output, "unknown problem 'sortng' (did you mean 'sorting'?)")) << r.output;
+  r = run("gsdm train --problem sorting --size 1 --train-steps 1 --out " + model);
+  EXPECT_TRUE(contains(r.output, "--size for sorting (list length) must be in 2..64, got 1"))
+      << r.output;
+  r = run("gsdm mask --problem sorting --size 20");
+  EXPECT_TRUE(contains(r.output, "840 variables in 4 arrays; mask: 18478 entries")) << r.output;
+}
+
 class SudokuCli : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -292,11 +321,27 @@ class SudokuCli : public ::testing::Test {
 };
 std::string SudokuCli::model_;
 
+// The shipped 9x9 model solves this puzzle in its first sample: no further samples are drawn.
+TEST(Cli, SudokuSolveStopsAtTheFirstValidSample) {
+  const Result r = run("sudoku solve --model " + std::string(STRUCTDIFF_SOURCE_DIR) +
+                       "/models/sudoku9.pt --samples 8 --threads 1 "
+                       "53..7....6..195....98....6.8...6...34..8.3..17...2...6.6....28....419..5....8..79");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "valid solution (1 of 1 samples drawn valid")) << r.output;
+}
+
+TEST_F(SudokuCli, TheGenericGsdmEvalReadsSudokuModels) {
+  const Result r = run("gsdm eval --model " + model_ + " --count 2 --sample-steps 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "sudoku (size 2), 2 examples")) << r.output;
+  EXPECT_TRUE(contains(r.output, "valid_fraction")) << r.output;
+}
+
 TEST_F(SudokuCli, SolvePrintsAGridAndItsValidity) {
   // A 2-step model solves nothing: the grid is printed, and the exit code and last line say so.
   Result r = run("sudoku solve --model " + model_ + " --samples 2 1.3..4.2.1.3....");
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_TRUE(contains(r.output, "0 of 2 samples valid")) << r.output;
+  EXPECT_TRUE(contains(r.output, "0 of 2 samples drawn valid")) << r.output;
   EXPECT_TRUE(contains(r.output, "structdiff: error: no valid solution in 2 sample(s) for the puzzle given"))
       << r.output;
 }
@@ -304,7 +349,7 @@ TEST_F(SudokuCli, SolvePrintsAGridAndItsValidity) {
 TEST_F(SudokuCli, StochasticDdimTakesEtaInZeroToOne) {
   Result r = run("sudoku solve --model " + model_ + " --eta 0.5 --sample-steps 5 1.3..4.2.1.3....");
   ASSERT_NE(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("samples valid"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("samples drawn valid"), std::string::npos) << r.output;
   r = run("sudoku solve --model " + model_ + " --eta 1.5 1.3..4.2.1.3....");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(line_count(r.output), 1) << r.output;

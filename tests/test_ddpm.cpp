@@ -317,7 +317,7 @@ TEST(Training, ResumeContinuesTheSameTrajectory) {
     if (first_leg > 0) {
       options.steps = first_leg;
       train(model, averaged, images, options, 7);
-      torch::manual_seed(999);  // the checkpoint must restore the global generator
+      torch::manual_seed(999);  // training draws nothing from the global generator
       model = tiny_model();
     }
     options.steps = 4;
@@ -370,8 +370,27 @@ TEST(ImageGrid, WritesAPngOfTheGridSize) {
                     "images must be (N >= 1, 1 or 3, H, W)");
 }
 
+// Dropout masks come from the loop's generator: the default generator's state does not matter.
+TEST(DdpmTraining, DropoutDrawsNothingFromTheDefaultGenerator) {
+  unet::UNetConfig config = tiny_config();
+  config.dropout = 0.5;
+  const torch::Tensor images = striped_images(16, 8);
+  auto run = [&](uint64_t default_seed) {
+    torch::manual_seed(4);
+    auto models = std::make_shared<std::pair<Model, Model>>(tiny_model(config), tiny_model(config));
+    torch::manual_seed(default_seed);
+    TrainingOptions options;
+    options.steps = 3;
+    options.batch = 4;
+    options.show_progress = false;
+    train(models->first, models->second, images, options, /*data_seed=*/2);
+    return models;
+  };
+  expect_identical(*run(1)->first.net, *run(2)->first.net);
+}
+
 // FAVOR+ with a redraw every 2 calls and dropout: resuming must restore the redraw generator and
-// counter (buffers) and libtorch's default generator (dropout).
+// counter (buffers) and the loop's generator (dropout), whatever the default generator holds.
 TEST(DdpmTraining, HalfThenResumeEqualsStraightRunBitForBitWithFavorRedraws) {
   TemporaryDirectory directory;
   unet::UNetConfig config = tiny_config();

@@ -272,6 +272,27 @@ TEST(NodeTraining, HalfThenResumeEqualsStraightRunBitForBit) {
   }
 }
 
+// Dropout masks come from the loop's generator: the default generator's state does not matter.
+TEST(NodeTraining, DropoutDrawsNothingFromTheDefaultGenerator) {
+  const SmallGraph graph = small_csbm(60, 3);
+  DIFFormerOptions network = network_for(graph.dataset);
+  network.dropout = 0.5;
+  TrainingOptions training;
+  training.epochs = 2;
+  training.show_progress = false;
+  auto run = [&](uint64_t default_seed) {
+    torch::manual_seed(11);
+    DIFFormer model(network);
+    torch::manual_seed(default_seed);
+    train_node_classifier(model, graph.dataset, graph.split, training, 12);
+    return model->parameters();
+  };
+  const auto first = run(1), second = run(2);
+  for (size_t i = 0; i < first.size(); ++i) {
+    EXPECT_TRUE(torch::equal(first[i], second[i])) << "parameter " << i;
+  }
+}
+
 TEST(DIFFormerModelFile, RoundTripKeepsOptionsWeightsAndTheCallersGenerator) {
   DIFFormerOptions options;
   options.input_dim = 5;

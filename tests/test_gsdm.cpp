@@ -220,7 +220,7 @@ TEST(GsdmTraining, ResumeContinuesTheSameTrajectory) {
     if (first_leg > 0) {
       options.steps = first_leg;
       train(a.model, ema.model, a.schedule, sudoku4_problem(metadata), options, 11);
-      torch::manual_seed(12345);  // disturb the global generator: the checkpoint must restore it
+      torch::manual_seed(12345);  // training draws nothing from the global generator
       a = sudoku::build_model(metadata);
     }
     options.steps = 4;

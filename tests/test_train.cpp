@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include "structdiff/train.h"
@@ -172,20 +173,29 @@ TEST(Checkpoint, RoundTripResumesExactly) {
   expect_same_tensors(*model, *restored);
 }
 
-TEST(Checkpoint, RestoresRandomGeneratorState) {
+// The run's own generator comes back mid-stream; libtorch's default generator is neither saved
+// nor touched by loading.
+TEST(Checkpoint, RestoresTheRunsGeneratorAndLeavesTheDefaultOneAlone) {
   const std::string path = test_directory() + "/run.ckpt";
   torch::nn::Sequential model = make_model();
-  torch::manual_seed(5);
-  torch::randn({3});  // leave the generator mid-stream, with a cached normal sample
-  save_checkpoint(path, parts_for(model));
-  const torch::Tensor small = torch::randn({3});
-  const torch::Tensor large = torch::randn({40});  // vectorised path for 16 or more samples
+  at::Generator noise = at::make_generator<at::CPUGeneratorImpl>(5);
+  torch::randn({3}, noise);  // leave the generator mid-stream, with a cached normal sample
+  CheckpointParts saved = parts_for(model);
+  saved.noise_generator = &noise;
+  save_checkpoint(path, saved);
+  const torch::Tensor small = torch::randn({3}, noise);
+  const torch::Tensor large = torch::randn({40}, noise);  // vectorised path for 16 or more samples
 
-  torch::manual_seed(6);
+  at::Generator restored = at::make_generator<at::CPUGeneratorImpl>(6);
+  torch::manual_seed(7);
+  const torch::Tensor expected_default = torch::randn({3});
+  torch::manual_seed(7);
   CheckpointParts parts = parts_for(model);
+  parts.noise_generator = &restored;
   load_checkpoint(path, parts);
-  EXPECT_TRUE(torch::equal(torch::randn({3}), small));
-  EXPECT_TRUE(torch::equal(torch::randn({40}), large));
+  EXPECT_TRUE(torch::equal(torch::randn({3}, restored), small));
+  EXPECT_TRUE(torch::equal(torch::randn({40}, restored), large));
+  EXPECT_TRUE(torch::equal(torch::randn({3}), expected_default));
 }
 
 TEST(Checkpoint, ReplacesExistingFileAndLeavesNoTemporary) {
@@ -261,6 +271,23 @@ TEST(Checkpoint, WrongArchitectureNamesTensorAndLeavesModelUntouched) {
   CheckpointParts shorter_parts = parts_for(shorter);
   EXPECT_THROW_WITH(load_checkpoint(path, shorter_parts), std::runtime_error,
                     "the checkpoint has '3', which the model lacks");
+}
+
+// Files written while a model still registered a tensor-free layer (the U-Net's and DIFFormer's
+// dropout modules) load into the model without it; a layer with tensors still may not.
+TEST(Checkpoint, SubmodulesWithoutTensorsInTheFileAreIgnored) {
+  const std::string path = test_directory() + "/old.ckpt";
+  torch::nn::Sequential old_model = make_model();
+  old_model->register_module("dropout", torch::nn::Dropout(0.1));
+  save_checkpoint(path, parts_for(old_model));
+  torch::nn::Sequential model = make_model();
+  CheckpointParts parts = parts_for(model);
+  load_checkpoint(path, parts);
+  EXPECT_TRUE(torch::equal(model->parameters()[0], old_model->parameters()[0]));
+  old_model->register_module("extra", torch::nn::Linear(1, 1));
+  save_checkpoint(path, parts_for(old_model));
+  EXPECT_THROW_WITH(load_checkpoint(path, parts), std::runtime_error,
+                    "the checkpoint has 'extra', which the model lacks");
 }
 
 TEST(Checkpoint, MissingOptimizerStateLeavesModelUntouched) {

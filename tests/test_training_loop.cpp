@@ -44,9 +44,8 @@ struct TinyRun {
       std::normal_distribution<float> normal;
       std::vector<float> values(16 * 3);
       for (float& v : values) v = normal(rng);
-      // Dropout-like draws from libtorch's default generator too: resuming restores both.
-      const torch::Tensor x = torch::tensor(values).reshape({16, 3}) +
-                              0.1 * torch::randn({16, 3}, noise) + 0.01 * torch::randn({16, 3});
+      const torch::Tensor x =
+          torch::tensor(values).reshape({16, 3}) + 0.1 * torch::randn({16, 3}, noise);
       return torch::mse_loss(model->forward(x), x.sum(1, true));
     };
     return t;
@@ -194,10 +193,43 @@ TEST(TrainingLoop, KeepingTheBestRestoresTheBestValidationsWeights) {
   EXPECT_EQ(best->step(), 4);
   EXPECT_EQ(best->score(), 5.0);
   EXPECT_TRUE(torch::equal(run.model->parameters().front(), seen[1]));
-  LoopTask with_validation = run.task();
-  with_validation.validate = [] { return nlohmann::json::object(); };
-  EXPECT_THROW_WITH(run_training_keeping_best(with_validation, o, 1, [] { return 0.0; }, "x", best),
-                    std::invalid_argument, "sets validate, on_step and state itself");
+  LoopTask with_state = run.task();
+  with_state.state = run.averaged.ptr().get();
+  EXPECT_THROW_WITH(run_training_keeping_best(with_state, o, 1, [] { return 0.0; }, "x", best),
+                    std::invalid_argument, "keeps its own state (the best weights)");
+}
+
+TEST(TrainingLoop, KeepingTheBestLogsTheTasksOwnMetricsAndHonoursItsStop) {
+  TemporaryDirectory directory;
+  TinyRun run;
+  BestWeights best(TinyRun::make().ptr());
+  LoopOptions o = options(directory, 8);
+  o.validate_every = 2;
+  LoopTask task = run.task();
+  std::vector<std::string> order;
+  task.validate = [&] {
+    order.push_back("more");
+    return nlohmann::json{{"extra", 7}};
+  };
+  task.on_step = [](int64_t step, double) { return step < 4; };
+  const LoopResult result = run_training_keeping_best(
+      task, o, 1,
+      [&] {
+        order.push_back("score");
+        return 1.0;
+      },
+      "score", best);
+  EXPECT_EQ(result.steps_done, 4);
+  EXPECT_EQ(order, (std::vector<std::string>{"score", "more", "score", "more"}));
+  std::ifstream log(o.log_path);
+  int64_t validations = 0;
+  for (std::string line; std::getline(log, line);) {
+    const nlohmann::json row = nlohmann::json::parse(line);
+    if (!row.contains("dev_score")) continue;
+    ++validations;
+    EXPECT_EQ(row.at("extra"), 7) << line;
+  }
+  EXPECT_EQ(validations, 2);
 }
 
 TEST(TrainingLoop, OptionsThatCannotTrainAreRefusedByName) {

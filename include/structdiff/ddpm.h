@@ -32,7 +32,7 @@ torch::Tensor to_model_space(const torch::Tensor& images);
 torch::Tensor to_image_space(const torch::Tensor& x);
 
 // Per-pixel mean squared error of the predicted noise, for a batch of images in [-1, 1]; t and
-// the noise come from `generator`.
+// the noise, and the dropout masks, come from `generator`.
 torch::Tensor training_loss(Model& model, const torch::Tensor& x0, at::Generator generator);
 
 // A fixed held-out batch: steps spread evenly over [0, T) and noise drawn once from `seed`, so

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
-#include <torch/nn/modules/dropout.h>
+#include <ATen/core/Generator.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
@@ -112,8 +112,10 @@ bool needs_graph(const DIFFormerOptions& options);
 class DIFFormerImpl : public torch::nn::Module {
  public:
   explicit DIFFormerImpl(DIFFormerOptions options);
-  // x: (N, input_dim) -> logits (N, num_classes).
-  torch::Tensor forward(const torch::Tensor& x, const GraphInput* graph = nullptr);
+  // x: (N, input_dim) -> logits (N, num_classes). Dropout draws from `dropout`: training passes
+  // its own generator, evaluation none.
+  torch::Tensor forward(const torch::Tensor& x, const GraphInput* graph = nullptr,
+                        at::Generator* dropout = nullptr);
   bool needs_graph() const { return difformer::needs_graph(options_); }
   const DIFFormerOptions& options() const { return options_; }
 
@@ -122,7 +124,6 @@ class DIFFormerImpl : public torch::nn::Module {
   torch::nn::Linear input_{nullptr}, output_{nullptr};
   torch::nn::LayerNorm input_norm_{nullptr};
   torch::nn::ModuleList convs_, norms_;
-  torch::nn::Dropout dropout_{nullptr};
 };
 TORCH_MODULE(DIFFormer);
 

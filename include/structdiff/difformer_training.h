@@ -46,7 +46,7 @@ double accuracy(const torch::Tensor& logits, const torch::Tensor& labels,
                 const torch::Tensor& nodes);
 
 // Trains `model` in place and leaves it with the weights of the best validation epoch. `seed`
-// seeds the generator of the mini-batch partitions; dropout draws from torch's default generator.
+// seeds the mini-batch partitions and the loop's generator, which dropout draws from.
 RunResult train_node_classifier(DIFFormer& model, const data::NodeDataset& dataset,
                                 const data::Split& split, const TrainingOptions& options,
                                 uint64_t seed);

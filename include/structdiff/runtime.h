@@ -14,12 +14,14 @@ int default_threads();
 // Sets libtorch's intra-op thread count (libtorch otherwise uses 1 thread here).
 void set_threads(int threads);
 
-// Restores libtorch's default CPU generator on destruction. Building a module draws its initial
-// weights from that generator; a guard keeps a helper model (an EMA copy, a model about to be
-// overwritten by a file) from shifting the stream the caller's own draws (dropout) come from.
+// Restores libtorch's default CPU generator on destruction. libtorch's modules draw their default
+// initial weights from that generator and take no other; nothing else in structdiff draws from it.
+// A guard keeps building a model from shifting anyone's stream, and the seeded form gives the
+// model's initial weights their own seed: they depend on that seed alone.
 class DefaultGeneratorGuard {
  public:
   DefaultGeneratorGuard();
+  explicit DefaultGeneratorGuard(uint64_t initial_weights_seed);
   ~DefaultGeneratorGuard();
   DefaultGeneratorGuard(const DefaultGeneratorGuard&) = delete;
   DefaultGeneratorGuard& operator=(const DefaultGeneratorGuard&) = delete;

@@ -35,19 +35,8 @@ struct Batch {
 Batch make_training_batch(int n, int64_t batch, std::mt19937_64& rng,
                           GridFamily family = GridFamily::broad);
 
-enum class Sampler { ancestral, ddim };
-
-struct SolveOptions {
-  Sampler sampler = Sampler::ddim;
-  int64_t ddim_steps = 50;
-  // Stochastic DDIM (see diffusion::SamplerOptions): on 9x9 it solves 4-25 points more puzzles
-  // than eta = 0 at the same cost (docs/results/gsdm-sudoku.md).
-  double ddim_eta = 1.0;
-  diffusion::ProgressFn progress;
-  // The starting noise and the sampler's noise; required. Reusing one generator across calls
-  // continues its stream, so a sequence of calls is reproducible from one seed.
-  at::Generator generator;
-};
+using Sampler = gsdm::Sampler;
+using SolveOptions = gsdm::SampleOptions;
 // One sample per puzzle, observed cells clamped at every step. Runs without gradients.
 std::vector<Grid> solve(gsdm::Gsdm model, const diffusion::NoiseSchedule& schedule,
                         const std::vector<Grid>& puzzles, const SolveOptions& options);

@@ -138,10 +138,6 @@ class BlockImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Block);
 
-// x with each element zeroed with probability p and the rest scaled by 1 / (1 - p), drawing from
-// `generator` (no draw and no change when generator is nullptr or p is 0).
-torch::Tensor dropout(const torch::Tensor& x, double p, at::Generator* generator);
-
 class TracformerImpl : public torch::nn::Module {
  public:
   explicit TracformerImpl(Config config);

@@ -51,12 +51,9 @@ struct CheckpointParts {
   torch::nn::Module* task_state = nullptr;       // optional: see LoopTask::state
   int64_t step = 0;
   nlohmann::json metadata;
-  // Loading: also restore libtorch's default CPU generator, as resuming training needs; loading
-  // a model to use it leaves the caller's random stream alone.
-  bool restore_generator = true;
 };
 
-// Writes model, optimizer, EMA, the default CPU generator's state, step, metadata and provenance
+// Writes model, optimizer, EMA, the run's generator state, step, metadata and provenance
 // to `path` atomically (temporary file in the same directory, then rename).
 void save_checkpoint(const std::string& path, const CheckpointParts& parts);
 // Reads the metadata only (to build the model before loading the weights).
@@ -91,8 +88,7 @@ void save_model_file(const std::string& path, const std::string& kind, torch::nn
 nlohmann::json load_model_file(const std::string& path, const std::string& kind,
                                const std::function<torch::nn::Module&(const nlohmann::json&)>& build);
 
-// Restores what `parts` points at, the generator state (if parts.restore_generator) and
-// parts.step / parts.metadata.
+// Restores what `parts` points at and parts.step / parts.metadata.
 // Throws std::runtime_error naming the path and the missing or mismatched part.
 void load_checkpoint(const std::string& path, CheckpointParts& parts);
 
@@ -238,8 +234,9 @@ TORCH_MODULE(BestWeights);
 
 // run_training with model selection: every validation scores ema_model with `score` (logged as
 // "dev_<score_name>" and "best_dev_<score_name>") and offers it to `best`; a run that stops between
-// validations (--max-minutes) is scored once more at its end. `task` must not set validate,
-// on_step or state. On return `model` holds the best weights, in eval mode.
+// validations (--max-minutes) is scored once more at its end. task.validate, if set, runs right
+// after `score` and adds its metrics to the log (e.g. more of the same evaluation); task.on_step
+// is honoured; task.state must be unset. On return `model` holds the best weights, in eval mode.
 LoopResult run_training_keeping_best(LoopTask task, const LoopOptions& options,
                                      uint64_t data_seed, const std::function<double()>& score,
                                      const std::string& score_name, BestWeights& best);

@@ -13,6 +13,8 @@
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/pimpl.h>
 
+#include <ATen/core/Generator.h>
+
 #include "structdiff/attention.h"
 
 namespace structdiff::unet {
@@ -56,13 +58,15 @@ class ResBlockImpl : public torch::nn::Module {
  public:
   ResBlockImpl(int64_t in_channels, int64_t out_channels, int64_t time_dim, int64_t groups,
                double dropout);
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& time_embedding);
+  // Dropout draws from `dropout` (none when nullptr).
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& time_embedding,
+                        at::Generator* dropout);
 
  private:
   torch::nn::GroupNorm norm1_{nullptr}, norm2_{nullptr};
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, skip_{nullptr};
   torch::nn::Linear time_projection_{nullptr};
-  torch::nn::Dropout dropout_{nullptr};
+  double dropout_;
 };
 TORCH_MODULE(ResBlock);
 
@@ -86,8 +90,10 @@ class UNetImpl : public torch::nn::Module {
  public:
   explicit UNetImpl(UNetConfig config);
   // x: (batch, image_channels, size, size); t: int64 (batch,) diffusion steps. Returns the
-  // prediction (the noise, for DDPM) with x's shape.
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& t);
+  // prediction (the noise, for DDPM) with x's shape. Dropout draws from `dropout`: training passes
+  // its own generator, sampling none.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& t,
+                        at::Generator* dropout = nullptr);
   const UNetConfig& config() const { return config_; }
 
  private:

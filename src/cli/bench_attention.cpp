@@ -72,7 +72,7 @@ Measurement measure(const AttentionWorkload& w, const MechanismInfo& mechanism,
     return result.restricted ? &batch : nullptr;
   };
 
-  torch::manual_seed(seed);
+  DefaultGeneratorGuard seeded(seed);  // the bench's weights and inputs
   auto options_t = torch::TensorOptions().dtype(dtype);
   auto make = [&] {
     return torch::randn({w.batch, w.heads, tokens, w.head_dim}, options_t).requires_grad_(true);

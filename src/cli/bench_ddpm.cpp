@@ -59,7 +59,7 @@ struct Measurement {
 // the whole run; it is reached in the first step, which allocates the optimizer's state.
 Measurement measure(const unet::UNetConfig& config, int64_t batch, const BenchDdpmOptions& o,
                     uint64_t seed) {
-  torch::manual_seed(seed);
+  DefaultGeneratorGuard seeded(seed);  // the bench's weights and inputs
   const nlohmann::json metadata = ddpm::model_metadata(config, ddpm::default_schedule());
   ddpm::Model model = ddpm::build_model(metadata);
   ddpm::Model averaged = ddpm::build_model(metadata);

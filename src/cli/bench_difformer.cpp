@@ -39,7 +39,7 @@ struct Measurement {
 
 Measurement measure(const std::string& kernel, int64_t nodes, const BenchDifformerOptions& o,
                     uint64_t seed) {
-  torch::manual_seed(seed);
+  DefaultGeneratorGuard seeded(seed);  // the bench's weights and inputs
   difformer::ConvOptions conv_options;
   conv_options.dim = o.dim;
   conv_options.diffusivity =

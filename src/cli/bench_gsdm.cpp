@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include "cli/command.h"
+#include "structdiff/runtime.h"
 #include "structdiff/sudoku_model.h"
 #include "structdiff/train.h"
 
@@ -45,6 +46,7 @@ void run(const BenchGsdmOptions& o, const GlobalOptions& global) {
     config.attention = parse_mechanism(attention);
     const nlohmann::json metadata =
         sudoku::model_metadata(n, sudoku::GridFamily::broad, config, diffusion::ScheduleConfig{});
+    DefaultGeneratorGuard seeded(global.seed);  // the bench's weights
     sudoku::TrainedModel trained = sudoku::build_model(metadata);
     sudoku::TrainedModel averaged = sudoku::build_model(metadata);
     std::mt19937_64 rng(global.seed);

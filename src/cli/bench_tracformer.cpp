@@ -175,7 +175,7 @@ void bench_sample(const BenchTracformerOptions& o, uint64_t seed, nlohmann::json
 }
 
 void run(const BenchTracformerOptions& o, const GlobalOptions& global) {
-  torch::manual_seed(global.seed);
+  DefaultGeneratorGuard seeded(global.seed);  // the bench's weights and inputs
   nlohmann::json rows = nlohmann::json::array();
   std::printf("structdiff bench tracformer: %d threads\n", global.threads);
   for (const std::string& part : o.parts) {

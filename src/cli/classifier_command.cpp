@@ -138,6 +138,11 @@ void register_classifier(CLI::App& app, const GlobalOptions& global, Action& act
       ->check(positive())
       ->capture_default_str();
   train->add_flag("!--no-progress", t->training.progress, "No progress bar");
+  train->add_option("--checkpoint", t->training.checkpoint_path,
+                    "Full training state, written every epoch (for --resume)")
+      ->check(writable_file());
+  train->add_flag("--resume", t->training.resume,
+                  "Continue from --checkpoint if it exists (same options), bit for bit");
   train->callback([t, &global, &action] { action = [t, &global] { run_train(*t, global); }; });
 
   auto e = std::make_shared<EvalCommand>();

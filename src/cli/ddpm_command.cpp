@@ -16,6 +16,7 @@
 #include "structdiff/ddpm.h"
 #include "structdiff/image_metrics.h"
 #include "structdiff/images.h"
+#include "structdiff/runtime.h"
 #include "structdiff/train.h"
 
 namespace structdiff::cli {
@@ -74,8 +75,11 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
   config.seed = global.seed;
   nlohmann::json metadata = ddpm::model_metadata(config, ddpm::default_schedule());
   metadata["dataset"] = c.dataset;
-  ddpm::Model model = ddpm::build_model(metadata);
-  ddpm::Model averaged = ddpm::build_model(metadata);
+  ddpm::Model model = [&] {
+    DefaultGeneratorGuard initial_weights(global.seed);
+    return ddpm::build_model(metadata);
+  }();
+  ddpm::Model averaged = ddpm::build_model(metadata);  // receives the EMA weights
 
   const int64_t held_out_count = std::min<int64_t>(c.validation_images, test_set.images.size(0));
   const ddpm::HeldOutBatch held_out =

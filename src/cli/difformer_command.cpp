@@ -15,6 +15,7 @@
 #include "structdiff/datasets.h"
 #include "structdiff/difformer.h"
 #include "structdiff/difformer_training.h"
+#include "structdiff/runtime.h"
 #include "structdiff/train.h"
 
 namespace structdiff::cli {
@@ -144,11 +145,14 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
     const uint64_t run_seed = seed + static_cast<uint64_t>(run);
     const data::Split split = data::semi_supervised_split(
         dataset.labels, dataset.num_classes, c.labels_per_class, c.validation, run_seed);
-    torch::manual_seed(run_seed);  // weights and dropout
-    difformer::DIFFormer model(network);
+    difformer::DIFFormer model = [&] {
+      DefaultGeneratorGuard initial_weights(run_seed);
+      return difformer::DIFFormer(network);
+    }();
     difformer::TrainingOptions training = training_options;
     training.label = name + " run " + std::to_string(run + 1) + "/" + std::to_string(c.runs);
     training.log_path = run_file_path(c.log_path, run, c.runs);
+    training.checkpoint_path = run_file_path(training_options.checkpoint_path, run, c.runs);
     const difformer::RunResult r =
         difformer::train_node_classifier(model, dataset, split, training, run_seed);
     std::printf("%s: test %.2f%% at epoch %ld (valid %.2f%%), %.1f s\n", training.label.c_str(),
@@ -283,6 +287,12 @@ void register_difformer(CLI::App& app, const GlobalOptions& global, Action& acti
   train->add_option("--log", t->log_path,
                     "JSONL log of every step and epoch (with --runs R > 1: one file per run, LOG-runK)")
       ->check(writable_file());
+  train->add_option("--checkpoint", t->training.checkpoint_path,
+                    "Full training state, written every epoch (with --runs R > 1: one file per "
+                    "run, CHECKPOINT-runK)")
+      ->check(writable_file());
+  train->add_flag("--resume", t->training.resume,
+                  "Continue each run from its --checkpoint if it exists (same options), bit for bit");
   train->callback([t, &global, &action] { action = [t, &global] { run_train(*t, global); }; });
 }
 

@@ -1,11 +1,19 @@
-// `structdiff gsdm`: inspect a graphical model description — its attention mask and which index
-// permutations leave the mask invariant (Theorem 3.1).
+// `structdiff gsdm`: train, evaluate and sample a GSDM of any registered problem, and inspect a
+// graphical model: its attention mask and which index permutations leave the mask invariant
+// (Theorem 3.1).
 #include <cstdio>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
 #include "cli/command.h"
+#include "cli/gsdm_options.h"
 #include "structdiff/graph.h"
+#include "structdiff/gsdm_problems.h"
+#include "structdiff/runtime.h"
 #include "structdiff/sudoku_model.h"
 
 namespace structdiff::cli {
@@ -14,13 +22,35 @@ namespace {
 struct GsdmOptions {
   std::string spec;
   int sudoku_size = 0;
+  std::string problem;
+  gsdm::ProblemOptions problem_options;
   std::string png;
   std::vector<std::string> axes;
   std::string permutation;
 };
 
+// --problem NAME, --size N, --no-intermediates; returns the --problem option.
+CLI::Option* add_problem_options(CLI::App& command, std::string& problem,
+                                 gsdm::ProblemOptions& options) {
+  std::string names;
+  for (const gsdm::Problem& p : gsdm::problems()) {
+    names += (names.empty() ? "" : ", ") + p.name + " (--size: " + p.size_help + ", default " +
+             std::to_string(p.default_size) + ")";
+  }
+  CLI::Option* option = command.add_option("--problem", problem, "One of: " + names);
+  command.add_option("--size", options.size, "The problem's size (0: its default)")
+      ->check(non_negative());
+  command.add_flag("!--no-intermediates", options.intermediates,
+                   "Drop the intermediate variables (the paper's graphs without them)");
+  return option;
+}
+
 graph::GraphicalModel load(const GsdmOptions& o) {
   if (!o.spec.empty()) return graph::GraphicalModel::load(o.spec);
+  if (!o.problem.empty()) {
+    const gsdm::Problem& problem = gsdm::find_problem(o.problem);
+    return problem.graph(gsdm::resolve_options(problem, o.problem_options));
+  }
   int n = 0;
   while (n * n < o.sudoku_size) ++n;
   if (n * n != o.sudoku_size) throw std::invalid_argument("--sudoku takes 4, 9, 16 or 25");
@@ -59,22 +89,217 @@ void add_source_options(CLI::App* cmd, GsdmOptions& o) {
                    ->check(CLI::ExistingFile);
   auto* sudoku = cmd->add_option("--sudoku", o.sudoku_size, "Built-in Sudoku model of this side")
                      ->check(CLI::IsMember({4, 9, 16, 25}));
+  auto* problem = add_problem_options(*cmd, o.problem, o.problem_options);
   spec->excludes(sudoku);
+  spec->excludes(problem);
+  sudoku->excludes(problem);
+}
+
+// ---- train, eval, sample -----------------------------------------------------------------------
+
+// The validation and test examples' own streams: never those of training data.
+constexpr uint64_t kValidationStream = 1000003, kTestStream = 2000003;
+
+struct TrainCommand {
+  std::string problem;
+  gsdm::ProblemOptions problem_options;
+  GsdmModelOptions model;
+  std::vector<CLI::Option*> architecture_options;
+  CLI::Option* learning_rate_option = nullptr;
+  CLI::Option* batch_option = nullptr;
+  gsdm::TrainingOptions training;
+  int64_t validation_examples = 64;
+  std::string out = "gsdm.pt";
+};
+
+void run_train(const TrainCommand& c, const GlobalOptions& global) {
+  const gsdm::Problem& problem = gsdm::find_problem(c.problem);
+  const gsdm::ProblemOptions options = gsdm::resolve_options(problem, c.problem_options);
+  // The problem's architecture (paper Table 2) where the command line names none.
+  gsdm::GsdmConfig config = c.model.config();
+  const auto given = [&](size_t k) { return c.architecture_options[k]->count() > 0; };
+  if (!given(0)) config.dim = problem.config.dim;
+  if (!given(1)) config.blocks = problem.config.blocks;
+  if (!given(2)) config.heads = problem.config.heads;
+  if (!given(3)) config.embedding = problem.config.embedding;
+  gsdm::TrainingOptions training = c.training;
+  if (c.learning_rate_option->count() == 0) training.learning_rate = problem.learning_rate;
+  if (c.batch_option->count() == 0) training.batch = problem.batch;
+
+  const nlohmann::json metadata =
+      gsdm::problem_model_metadata(problem, options, config, c.model.schedule_config());
+  gsdm::ProblemModel trained = [&] {
+    DefaultGeneratorGuard initial_weights(global.seed);
+    return gsdm::build_problem_model(metadata);
+  }();
+  gsdm::ProblemModel averaged = gsdm::build_problem_model(metadata);  // receives the EMA weights
+
+  std::mt19937_64 validation_rng(global.seed + kValidationStream);
+  const gsdm::TrainingBatch validation =
+      problem.make_examples(trained.graph, options, c.validation_examples, validation_rng);
+  gsdm::TrainingProblem task;
+  task.metadata = metadata;
+  task.make_batch = [&](int64_t batch, std::mt19937_64& rng) {
+    return problem.make_examples(trained.graph, options, batch, rng);
+  };
+  task.validate = [&](gsdm::Gsdm) {
+    // Its own generator, restarted each time: every validation scores the same draws.
+    SamplingOptions sampling;
+    sampling.steps = 20;
+    nlohmann::json metrics =
+        gsdm::evaluate(averaged, validation, sampling.sample_options(global.seed + kValidationStream));
+    metrics.erase("seconds");
+    return metrics;
+  };
+  int64_t parameters = 0;
+  for (const auto& p : trained.model->parameters()) parameters += p.numel();
+  const AttentionPattern& mask = trained.model->pattern();
+  std::fprintf(stderr,
+               "training a GSDM for %s (size %ld%s): %ld variables, %ld mask entries, %ld "
+               "parameters, %s attention, %d threads\n",
+               problem.name.c_str(), static_cast<long>(options.size),
+               options.intermediates ? "" : ", no intermediates",
+               static_cast<long>(trained.graph.num_nodes()), static_cast<long>(mask.num_entries()),
+               static_cast<long>(parameters), c.model.attention.c_str(), global.threads);
+  const gsdm::TrainingResult result = gsdm::train(trained.model, averaged.model, trained.schedule,
+                                                  task, training, global.seed);
+  averaged.metadata["trained_steps"] = result.steps_done;
+  gsdm::save_problem_model(c.out, averaged);
+  print_training_summary(result, c.out);
+}
+
+struct EvalCommand {
+  std::string model_path;
+  int64_t count = 64;
+  int64_t batch = 64;
+  SamplingOptions sampling;
+  std::string json_path;
+};
+
+void run_eval(const EvalCommand& c, const GlobalOptions& global) {
+  gsdm::ProblemModel trained = gsdm::load_problem_model(c.model_path);
+  std::mt19937_64 rng(global.seed + kTestStream);
+  const gsdm::TrainingBatch examples =
+      trained.problem->make_examples(trained.graph, trained.options, c.count, rng);
+  const nlohmann::json metrics = gsdm::evaluate(
+      trained, examples, c.sampling.sample_options(global.seed + kTestStream), c.batch);
+  std::printf("%s (size %ld%s), %ld examples, %s sampler:\n", trained.problem->name.c_str(),
+              static_cast<long>(trained.options.size),
+              trained.options.intermediates ? "" : ", no intermediates",
+              static_cast<long>(c.count), c.sampling.sampler.c_str());
+  for (const auto& [name, value] : metrics.items()) {
+    std::printf("  %-36s %s\n", name.c_str(), value.dump().c_str());
+  }
+  if (!c.json_path.empty()) {
+    write_json_file(c.json_path,
+                    {{"model", c.model_path},
+                     {"problem", trained.problem->name},
+                     {"problem_options", trained.options},
+                     {"sampler", c.sampling.sampler},
+                     {"sample_steps", c.sampling.sampler == "ddim" ? c.sampling.steps
+                                                                   : trained.schedule.steps()},
+                     {"eta", c.sampling.eta},
+                     {"metrics", metrics}});
+  }
+}
+
+struct SampleCommand {
+  std::string model_path;
+  int64_t count = 2;
+  SamplingOptions sampling;
+};
+
+// Prints, for each example, every array's true values and the sample's (observed arrays once).
+void run_sample(const SampleCommand& c, const GlobalOptions& global) {
+  gsdm::ProblemModel trained = gsdm::load_problem_model(c.model_path);
+  std::mt19937_64 rng(global.seed + kTestStream);
+  const gsdm::TrainingBatch examples =
+      trained.problem->make_examples(trained.graph, trained.options, c.count, rng);
+  const gsdm::StateLayout& layout = trained.model->layout();
+  const torch::Tensor values =
+      examples.x0 * layout.expand_node_mask(examples.observed).to(examples.x0.scalar_type());
+  const torch::Tensor samples =
+      gsdm::sample(trained.model, trained.schedule, examples.observed, values,
+                   c.sampling.sample_options(global.seed + kTestStream));
+  const torch::Tensor truth = gsdm::decode_state(layout, trained.graph, examples.x0);
+  const torch::Tensor sampled = gsdm::decode_state(layout, trained.graph, samples);
+  const auto text = [](const torch::Tensor& row) {
+    std::ostringstream out;
+    out.precision(3);
+    for (int64_t k = 0; k < row.numel(); ++k) out << (k ? " " : "") << row[k].item<float>();
+    return out.str();
+  };
+  for (int64_t b = 0; b < c.count; ++b) {
+    std::printf("example %ld\n", static_cast<long>(b + 1));
+    for (const graph::Array& a : trained.graph.arrays()) {
+      const bool observed = examples.observed[b][a.first_node].item<bool>();
+      std::printf("  %-4s %s: %s\n", a.name.c_str(), observed ? "given " : "true  ",
+                  text(truth[b].narrow(0, a.first_node, a.size())).c_str());
+      if (!observed) {
+        std::printf("  %-4s sample: %s\n", a.name.c_str(),
+                    text(sampled[b].narrow(0, a.first_node, a.size())).c_str());
+      }
+    }
+  }
 }
 
 }  // namespace
 
-void register_gsdm(CLI::App& app, const GlobalOptions& /*global*/, Action& action) {
+void register_gsdm(CLI::App& app, const GlobalOptions& global, Action& action) {
   auto o = std::make_shared<GsdmOptions>();
-  CLI::App* gsdm = app.add_subcommand("gsdm", "Graphically structured diffusion: inspect models");
+  CLI::App* gsdm = app.add_subcommand(
+      "gsdm", "Graphically structured diffusion: train, evaluate and sample any problem; inspect "
+              "graphical models");
   gsdm->require_subcommand(1);
+
+  auto t = std::make_shared<TrainCommand>();
+  CLI::App* train = gsdm->add_subcommand("train", "Train a GSDM on a problem's generated examples");
+  add_problem_options(*train, t->problem, t->problem_options)->required();
+  t->architecture_options = add_gsdm_model_options(*train, t->model);
+  add_training_loop_options(*train, t->training);
+  t->learning_rate_option = train->get_option("--lr");
+  t->batch_option = train->add_option("--batch", t->training.batch, "Batch size (default: the problem's)")
+                        ->check(positive());
+  train->add_option("--validation-examples", t->validation_examples, "Examples per validation")
+      ->check(positive())
+      ->capture_default_str();
+  train->add_option("--out", t->out, "Trained model (EMA weights) to write")
+      ->check(writable_file())
+      ->capture_default_str();
+  train->callback([t, &global, &action] { action = [t, &global] { run_train(*t, global); }; });
+
+  auto e = std::make_shared<EvalCommand>();
+  CLI::App* eval = gsdm->add_subcommand(
+      "eval", "Sample fresh examples of the model's problem given their observed variables; score");
+  eval->add_option("--model", e->model_path, "Trained model file (gsdm train, or sudoku train)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  eval->add_option("--count", e->count, "Examples")->check(positive())->capture_default_str();
+  eval->add_option("--batch", e->batch, "Examples sampled at once")
+      ->check(positive())
+      ->capture_default_str();
+  add_sampling_options(*eval, e->sampling);
+  eval->add_option("--json", e->json_path, "Write the metrics as JSON")->check(writable_file());
+  eval->callback([e, &global, &action] { action = [e, &global] { run_eval(*e, global); }; });
+
+  auto s = std::make_shared<SampleCommand>();
+  CLI::App* sample = gsdm->add_subcommand(
+      "sample", "Print fresh examples of the model's problem beside the model's samples");
+  sample->add_option("--model", s->model_path, "Trained model file")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sample->add_option("--count", s->count, "Examples")->check(positive())->capture_default_str();
+  add_sampling_options(*sample, s->sampling);
+  sample->callback([s, &global, &action] { action = [s, &global] { run_sample(*s, global); }; });
 
   CLI::App* mask = gsdm->add_subcommand("mask", "Compile a graphical model to its attention mask");
   add_source_options(mask, *o);
   mask->add_option("--png", o->png, "Write the mask as a PNG")
       ->check(writable_file());
   mask->callback([o, mask, &action] {
-    if (o->spec.empty() && o->sudoku_size == 0) throw CLI::ValidationError("mask", "give --spec or --sudoku");
+    if (o->spec.empty() && o->sudoku_size == 0 && o->problem.empty()) {
+      throw CLI::ValidationError("mask", "give --spec, --sudoku or --problem");
+    }
     action = [o] { show_mask(*o); };
   });
 
@@ -85,7 +310,9 @@ void register_gsdm(CLI::App& app, const GlobalOptions& /*global*/, Action& actio
   inv->add_option("--permutation", o->permutation, "New position of each index value, e.g. 1,0,2")
       ->required();
   inv->callback([o, &action] {
-    if (o->spec.empty() && o->sudoku_size == 0) throw CLI::ValidationError("invariance", "give --spec or --sudoku");
+    if (o->spec.empty() && o->sudoku_size == 0 && o->problem.empty()) {
+      throw CLI::ValidationError("invariance", "give --spec, --sudoku or --problem");
+    }
     action = [o] { check_invariance(*o); };
   });
 }

@@ -164,7 +164,6 @@ int main(int argc, char** argv) {
   if (dry_run) return 0;
   try {
     set_threads(global.threads);
-    torch::manual_seed(global.seed);
     train::set_run_description(command_line(argc, argv), global.seed);
     action();
   } catch (const train::TrainingStopped& e) {

@@ -9,7 +9,9 @@
 #include <torch/torch.h>
 
 #include "cli/command.h"
+#include "cli/gsdm_options.h"
 #include "structdiff/gsdm_training.h"
+#include "structdiff/runtime.h"
 #include "structdiff/sudoku_model.h"
 #include "structdiff/train.h"
 
@@ -23,39 +25,11 @@ int block_size(int side) {
   throw std::invalid_argument("--size takes 4, 9, 16 or 25, got " + std::to_string(side));
 }
 
-struct SamplingOptions {
-  std::string sampler = "ddim";
-  int64_t steps = 50;
-  double eta = sudoku::SolveOptions{}.ddim_eta;
-  // One generator for all of a command's sampling, seeded by --seed.
-  sudoku::SolveOptions solve_options(uint64_t seed) const {
-    sudoku::SolveOptions o;
-    o.generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-    o.sampler = sampler == "ancestral" ? sudoku::Sampler::ancestral : sudoku::Sampler::ddim;
-    o.ddim_steps = steps;
-    o.ddim_eta = eta;
-    return o;
-  }
-};
-
-void add_sampling_options(CLI::App* cmd, SamplingOptions& o) {
-  cmd->add_option("--sampler", o.sampler, "ddim (fast) or ancestral (all T steps)")
-      ->check(CLI::IsMember({"ddim", "ancestral"}))
-      ->capture_default_str();
-  cmd->add_option("--sample-steps", o.steps, "DDIM steps")->check(positive())->capture_default_str();
-  cmd->add_option("--eta", o.eta, "DDIM noise: 0 deterministic, 1 the posterior variance")
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
-}
-
 // ---- train -------------------------------------------------------------------------------------
 
 struct TrainCommand {
   int size = 9;
-  gsdm::GsdmConfig model;
-  std::string embedding = "AE", norm = "token", attention = "sparse";
-  diffusion::ScheduleConfig schedule;
-  std::string schedule_kind = "linear";
+  GsdmModelOptions model;
   gsdm::TrainingOptions training;
   std::string grids = "broad";
   std::string out = "sudoku.pt";
@@ -64,16 +38,15 @@ struct TrainCommand {
 
 void run_train(const TrainCommand& c, const GlobalOptions& global) {
   const int n = block_size(c.size);
-  gsdm::GsdmConfig config = c.model;
-  config.embedding = gsdm::parse_embedding(c.embedding);
-  config.norm = gsdm::parse_norm(c.norm);
-  config.attention = parse_mechanism(c.attention);
-  diffusion::ScheduleConfig schedule_config = c.schedule;
-  schedule_config.kind = diffusion::parse_schedule(c.schedule_kind);
+  const gsdm::GsdmConfig config = c.model.config();
+  const diffusion::ScheduleConfig schedule_config = c.model.schedule_config();
   const sudoku::GridFamily grids = sudoku::parse_grid_family(c.grids);
   const nlohmann::json metadata = sudoku::model_metadata(n, grids, config, schedule_config);
-  sudoku::TrainedModel trained = sudoku::build_model(metadata);
-  sudoku::TrainedModel averaged = sudoku::build_model(metadata);
+  sudoku::TrainedModel trained = [&] {
+    DefaultGeneratorGuard initial_weights(global.seed);
+    return sudoku::build_model(metadata);
+  }();
+  sudoku::TrainedModel averaged = sudoku::build_model(metadata);  // receives the EMA weights
 
   // Fixed validation puzzles: half the cells observed, as the paper reports by default.
   std::mt19937_64 validation_rng(global.seed + 1000003);
@@ -106,7 +79,7 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
     return count;
   }();
   std::fprintf(stderr, "training a %dx%d Sudoku GSDM on %s grids: %ld parameters, %s attention, %d threads\n",
-               c.size, c.size, c.grids.c_str(), static_cast<long>(parameters), c.attention.c_str(),
+               c.size, c.size, c.grids.c_str(), static_cast<long>(parameters), c.model.attention.c_str(),
                global.threads);
   const gsdm::TrainingResult result =
       gsdm::train(trained.model, averaged.model, trained.schedule, problem, options, global.seed);
@@ -124,7 +97,9 @@ struct SolveCommand {
   SamplingOptions sampling;
 };
 
-// Prints the first valid sample (else the first one); returns whether any was valid.
+// Draws up to c.samples samples in rounds of 1, 2, 4, ... (batched, as one batch is cheaper than
+// its samples one by one) and stops after the round that gives a valid one. Prints the first
+// valid sample (else the first one) and how many were drawn; returns whether any was valid.
 bool solve_one(const sudoku::TrainedModel& trained, const sudoku::Grid& puzzle,
                const SolveCommand& c, const sudoku::SolveOptions& options) {
   if (puzzle.n != trained.n) {
@@ -132,19 +107,24 @@ bool solve_one(const sudoku::TrainedModel& trained, const sudoku::Grid& puzzle,
                                 std::to_string(trained.n * trained.n) + " puzzles, this one is " +
                                 std::to_string(puzzle.side()) + "x" + std::to_string(puzzle.side()));
   }
-  const std::vector<sudoku::Grid> copies(c.samples, puzzle);
-  const std::vector<sudoku::Grid> samples =
-      sudoku::solve(trained.model, trained.schedule, copies, options);
+  std::vector<sudoku::Grid> samples;
   size_t chosen = 0;
   int64_t valid = 0;
-  for (size_t i = 0; i < samples.size(); ++i) {
-    if (sudoku::is_valid_solution(samples[i], puzzle)) {
-      if (valid == 0) chosen = i;
-      ++valid;
+  for (int64_t round = 1; valid == 0 && static_cast<int64_t>(samples.size()) < c.samples;
+       round *= 2) {
+    const int64_t size = std::min(round, c.samples - static_cast<int64_t>(samples.size()));
+    const std::vector<sudoku::Grid> copies(size, puzzle);
+    for (const sudoku::Grid& sample :
+         sudoku::solve(trained.model, trained.schedule, copies, options)) {
+      if (sudoku::is_valid_solution(sample, puzzle)) {
+        if (valid == 0) chosen = samples.size();
+        ++valid;
+      }
+      samples.push_back(sample);
     }
   }
   std::printf("%s\n", sudoku::format(samples[chosen], /*pretty=*/true).c_str());
-  std::printf("%s (%ld of %ld samples valid; %ld violated pairs in the one shown)\n\n",
+  std::printf("%s (%ld of %ld samples drawn valid; %ld violated pairs in the one shown)\n\n",
               valid > 0 ? "valid solution" : "NOT a valid solution", static_cast<long>(valid),
               static_cast<long>(samples.size()),
               static_cast<long>(sudoku::violated_pairs(samples[chosen])));
@@ -175,7 +155,7 @@ void run_solve(const SolveCommand& c, const GlobalOptions& global) {
   }
   if (puzzles.empty()) throw std::invalid_argument("no puzzle given (PUZZLE or --file)");
   const sudoku::TrainedModel trained = sudoku::load_model(c.model_path);
-  const sudoku::SolveOptions options = c.sampling.solve_options(global.seed);
+  const sudoku::SolveOptions options = c.sampling.sample_options(global.seed);
   std::vector<std::string> unsolved;
   for (size_t i = 0; i < puzzles.size(); ++i) {
     if (!solve_one(trained, puzzles[i], c, options)) unsolved.push_back(names[i]);
@@ -205,7 +185,7 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
   const int cells = trained.n * trained.n * trained.n * trained.n;
   const sudoku::GridFamily grids = c.grids.empty() ? trained.grids : sudoku::parse_grid_family(c.grids);
   std::mt19937_64 rng(global.seed);
-  const sudoku::SolveOptions options = c.sampling.solve_options(global.seed);
+  const sudoku::SolveOptions options = c.sampling.sample_options(global.seed);
   nlohmann::json rows = nlohmann::json::array();
   auto report = [&](const std::string& setting, const std::vector<sudoku::Grid>& puzzles) {
     const sudoku::Accuracy a = sudoku::evaluate(trained, puzzles, options);
@@ -270,24 +250,7 @@ void register_sudoku(CLI::App& app, const GlobalOptions& global, Action& action)
   auto t = std::make_shared<TrainCommand>();
   CLI::App* train = sudoku->add_subcommand("train", "Train a Sudoku GSDM on generated grids");
   train->add_option("--size", t->size, "Grid side: 4, 9, 16 or 25")->capture_default_str();
-  train->add_option("--dim", t->model.dim, "Embedding dimension")->capture_default_str();
-  train->add_option("--blocks", t->model.blocks, "ResNet+attention pairs")->capture_default_str();
-  train->add_option("--heads", t->model.heads, "Attention heads")->capture_default_str();
-  train->add_option("--embedding", t->embedding, "IE, AE or EE")
-      ->check(CLI::IsMember({"IE", "AE", "EE"}))
-      ->capture_default_str();
-  train->add_option("--norm", t->norm, "token (faithful) or group (reference)")
-      ->check(CLI::IsMember({"token", "group"}))
-      ->capture_default_str();
-  train->add_option("--attention", t->attention, "sparse (structured), gather, or dense (unstructured)")
-      ->check(CLI::IsMember({"sparse", "gather", "dense"}))
-      ->capture_default_str();
-  train->add_option("--schedule", t->schedule_kind, "linear or cosine")
-      ->check(CLI::IsMember({"linear", "cosine"}))
-      ->capture_default_str();
-  train->add_option("--diffusion-steps", t->schedule.steps, "T")->capture_default_str();
-  train->add_option("--beta-start", t->schedule.beta_start, "Linear schedule start")->capture_default_str();
-  train->add_option("--beta-end", t->schedule.beta_end, "Linear schedule end")->capture_default_str();
+  add_gsdm_model_options(*train, t->model);
   add_training_loop_options(*train, t->training);
   train->add_option("--batch", t->training.batch, "Batch size")->capture_default_str();
   train->add_option("--validation-puzzles", t->validation_puzzles, "Puzzles per validation")
@@ -305,10 +268,10 @@ void register_sudoku(CLI::App& app, const GlobalOptions& global, Action& action)
   solve->add_option("--model", s->model_path, "Trained model file")->required()->check(CLI::ExistingFile);
   solve->add_option("puzzle", s->puzzle, "Puzzle: 81 characters, '.' or '0' for blanks");
   solve->add_option("--file", s->file, "Puzzles, one per line")->check(CLI::ExistingFile);
-  solve->add_option("--samples", s->samples, "Draw K solutions, show the first valid one")
+  solve->add_option("--samples", s->samples, "Draw up to K samples, stopping once one is valid (rounds of 1, 2, 4, ...)")
       ->check(positive())
       ->capture_default_str();
-  add_sampling_options(solve, s->sampling);
+  add_sampling_options(*solve, s->sampling);
   solve->callback([s, &global, &action] { action = [s, &global] { run_solve(*s, global); }; });
 
   auto e = std::make_shared<EvalCommand>();
@@ -326,7 +289,7 @@ void register_sudoku(CLI::App& app, const GlobalOptions& global, Action& action)
       ->check(CLI::IsMember({"broad", "pattern"}));
   eval->add_option("--json", e->json_path, "Write the results as JSON")
       ->check(writable_file());
-  add_sampling_options(eval, e->sampling);
+  add_sampling_options(*eval, e->sampling);
   eval->callback([e, &global, &action] { action = [e, &global] { run_eval(*e, global); }; });
 }
 

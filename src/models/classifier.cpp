@@ -54,8 +54,7 @@ Classifier train_classifier(const data::ImageDataset& train_set,
                                 " needs images and one label for each");
   }
   Classifier model = [&] {
-    DefaultGeneratorGuard guard;
-    torch::manual_seed(options.seed);
+    DefaultGeneratorGuard initial_weights(options.seed);
     return Classifier();
   }();
   // The loop evaluates an EMA copy; none is used here (decay 0), nor clipping.

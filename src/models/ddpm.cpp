@@ -43,8 +43,8 @@ torch::Tensor to_image_space(const torch::Tensor& x) { return ((x + 1.0) * 0.5).
 
 torch::Tensor training_loss(Model& model, const torch::Tensor& x0, at::Generator generator) {
   const diffusion::TrainingExample example =
-      diffusion::make_training_example(model.schedule, x0, /*antithetic=*/false, std::move(generator));
-  const torch::Tensor output = model.net(example.x_t, example.t);
+      diffusion::make_training_example(model.schedule, x0, /*antithetic=*/false, generator);
+  const torch::Tensor output = model.net(example.x_t, example.t, &generator);
   // diffusion_loss sums over each image; per pixel keeps the scale independent of image size.
   const double pixels = static_cast<double>(x0[0].numel());
   return diffusion::diffusion_loss(model.schedule, diffusion::Prediction::epsilon, output, example,

@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include "structdiff/dropout.h"
 #include "structdiff/train.h"
 
 namespace structdiff::difformer {
@@ -250,20 +251,21 @@ DIFFormerImpl::DIFFormerImpl(DIFFormerOptions options) : options_(options) {
   register_module("convs", convs_);
   register_module("norms", norms_);
   output_ = register_module("output", torch::nn::Linear(options_.hidden, options_.num_classes));
-  dropout_ = register_module("dropout", torch::nn::Dropout(options_.dropout));
 }
 
 bool needs_graph(const DIFFormerOptions& options) {
   return options.layers > 0 && (reads_graph(options.diffusivity) || options.use_graph);
 }
 
-torch::Tensor DIFFormerImpl::forward(const torch::Tensor& x, const GraphInput* graph) {
-  torch::Tensor z = dropout_(torch::relu(input_norm_(input_(x))));
+torch::Tensor DIFFormerImpl::forward(const torch::Tensor& x, const GraphInput* graph,
+                                     at::Generator* dropout_generator) {
+  const double p = options_.dropout;
+  torch::Tensor z = dropout(torch::relu(input_norm_(input_(x))), p, dropout_generator);
   for (int64_t layer = 0; layer < options_.layers; ++layer) {
     z = convs_->ptr<DIFFormerConvImpl>(layer)->forward(z, graph);
     z = norms_->ptr<torch::nn::LayerNormImpl>(layer)->forward(z);
     if (options_.activation) z = torch::relu(z);
-    z = dropout_(z);
+    z = dropout(z, p, dropout_generator);
   }
   return output_(z);
 }

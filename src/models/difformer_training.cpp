@@ -10,23 +10,6 @@
 #include "structdiff/runtime.h"
 
 namespace structdiff::difformer {
-namespace {
-
-// What the run keeps across epochs, in a module so that checkpoints carry it: the weights of the
-// epoch with the best validation accuracy, that epoch, its accuracies, and the epochs validated.
-struct BestEpochImpl : torch::nn::Module {
-  explicit BestEpochImpl(DIFFormer copy) : weights(register_module("weights", std::move(copy))) {
-    epoch = register_buffer("epoch", torch::zeros({}, torch::kLong));
-    epochs_seen = register_buffer("epochs_seen", torch::zeros({}, torch::kLong));
-    valid_accuracy = register_buffer("valid_accuracy", torch::full({}, -1.0, torch::kDouble));
-    test_accuracy = register_buffer("test_accuracy", torch::zeros({}, torch::kDouble));
-  }
-  DIFFormer weights;
-  torch::Tensor epoch, epochs_seen, valid_accuracy, test_accuracy;
-};
-TORCH_MODULE(BestEpoch);
-
-}  // namespace
 
 double accuracy(const torch::Tensor& logits, const torch::Tensor& labels,
                 const torch::Tensor& nodes) {
@@ -59,20 +42,19 @@ RunResult train_node_classifier(DIFFormer& model, const data::NodeDataset& datas
   const GraphInput* full_graph_input = full_graph ? &*full_graph : nullptr;
   const torch::Tensor is_train = torch::zeros({n}, torch::kBool).index_fill_(0, split.train, true);
 
-  // Models built only to be overwritten leave the caller's random stream (dropout) alone.
+  // Models built only to be overwritten: their initial weights draw on nobody's stream.
   auto copy_of_model = [&] {
     DefaultGeneratorGuard guard;
     return DIFFormer(model->options());
   };
   // The loop evaluates its EMA copy; with decay 0 that copy is the trained weights themselves.
   DIFFormer evaluated = copy_of_model();
-  BestEpoch best(copy_of_model());
+  train::BestWeights best(copy_of_model().ptr());
 
   train::LoopTask task;
   task.model = model.ptr().get();
   task.ema_model = evaluated.ptr().get();
-  task.state = best.ptr().get();
-  task.loss = [&](int64_t step, std::mt19937_64&, at::Generator&) {
+  task.loss = [&](int64_t step, std::mt19937_64&, at::Generator& noise) {
     torch::Tensor nodes, positions;  // the step's nodes, and the rows among them that are labelled
     if (options.batch_size == 0) {
       nodes = torch::arange(n);
@@ -90,8 +72,9 @@ RunResult train_node_classifier(DIFFormer& model, const data::NodeDataset& datas
     }
     const torch::Tensor logits =
         options.batch_size == 0
-            ? model->forward(dataset.features, full_graph_input)
-            : model->forward(dataset.features.index_select(0, nodes), subgraph ? &*subgraph : nullptr);
+            ? model->forward(dataset.features, full_graph_input, &noise)
+            : model->forward(dataset.features.index_select(0, nodes),
+                             subgraph ? &*subgraph : nullptr, &noise);
     // A chunk without labelled nodes contributes a zero (still differentiable) likelihood term.
     torch::Tensor loss =
         positions.numel() == 0
@@ -106,31 +89,24 @@ RunResult train_node_classifier(DIFFormer& model, const data::NodeDataset& datas
     return loss;
   };
 
-  task.validate = [&]() -> nlohmann::json {
+  // One full-graph evaluation per epoch: its validation accuracy selects the epoch, and the log
+  // also gets its training and test accuracies.
+  torch::Tensor logits;
+  const auto valid_accuracy = [&] {
     torch::NoGradGuard no_grad;
-    const torch::Tensor logits = evaluated->forward(dataset.features, full_graph_input);
-    const double valid_accuracy = accuracy(logits, dataset.labels, split.valid);
-    const double test_accuracy = accuracy(logits, dataset.labels, split.test);
-    const int64_t epoch = best->epochs_seen.item<int64_t>() + 1;
-    best->epochs_seen.fill_(epoch);
-    if (valid_accuracy > best->valid_accuracy.item<double>()) {
-      best->epoch.fill_(epoch);
-      best->valid_accuracy.fill_(valid_accuracy);
-      best->test_accuracy.fill_(test_accuracy);
-      const auto source = evaluated->parameters();
-      const auto target = best->weights->parameters();
-      for (size_t i = 0; i < source.size(); ++i) target[i].copy_(source[i]);
-    }
-    return {{"epoch", epoch},
-            {"train_accuracy", accuracy(logits, dataset.labels, split.train)},
-            {"valid_accuracy", valid_accuracy},
-            {"test_accuracy", test_accuracy},
-            {"best_valid", best->valid_accuracy.item<double>()}};
+    logits = evaluated->forward(dataset.features, full_graph_input);
+    return accuracy(logits, dataset.labels, split.valid);
   };
-
-  if (options.stop_after_steps > 0) {
-    task.on_step = [&](int64_t step, double) { return step < options.stop_after_steps; };
-  }
+  int64_t steps_done = 0;
+  task.on_step = [&](int64_t step, double) {
+    steps_done = step;
+    return options.stop_after_steps <= 0 || step < options.stop_after_steps;
+  };
+  task.validate = [&]() -> nlohmann::json {
+    return {{"epoch", (steps_done + steps_per_epoch - 1) / steps_per_epoch},
+            {"train_accuracy", accuracy(logits, dataset.labels, split.train)},
+            {"test_accuracy", accuracy(logits, dataset.labels, split.test)}};
+  };
   train::LoopOptions loop;
   loop.steps = options.epochs * steps_per_epoch;
   loop.learning_rate = options.learning_rate;
@@ -149,17 +125,17 @@ RunResult train_node_classifier(DIFFormer& model, const data::NodeDataset& datas
                    {"batch_size", options.batch_size},
                    {"learning_rate", options.learning_rate},
                    {"weight_decay", options.weight_decay}};
-  const train::LoopResult trained = train::run_training(task, loop, seed);
+  const train::LoopResult trained =
+      train::run_training_keeping_best(task, loop, seed, valid_accuracy, "valid_accuracy", best);
 
-  torch::NoGradGuard no_grad;
-  const auto source = best->weights->parameters();
-  const auto target = model->parameters();
-  for (size_t i = 0; i < source.size(); ++i) target[i].copy_(source[i]);
-  model->eval();
   RunResult result;
-  result.best_epoch = best->epoch.item<int64_t>();
-  result.best_valid_accuracy = best->valid_accuracy.item<double>();
-  result.test_accuracy = best->test_accuracy.item<double>();
+  result.best_epoch = (best->step() + steps_per_epoch - 1) / steps_per_epoch;
+  result.best_valid_accuracy = best->score();
+  {
+    torch::NoGradGuard no_grad;
+    result.test_accuracy =
+        accuracy(model->forward(dataset.features, full_graph_input), dataset.labels, split.test);
+  }
   result.final_loss = trained.final_loss;
   result.seconds = trained.seconds;
   return result;

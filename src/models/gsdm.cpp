@@ -325,4 +325,57 @@ torch::Tensor decode_state(const StateLayout& layout, const graph::GraphicalMode
   return torch::cat(parts, 1);
 }
 
+torch::Tensor encode_state(const StateLayout& layout, const graph::GraphicalModel& model,
+                           const torch::Tensor& values) {
+  if (values.dim() != 2 || values.size(1) != model.num_nodes()) {
+    throw std::invalid_argument("encode_state: values must be (batch, " +
+                                std::to_string(model.num_nodes()) + ")");
+  }
+  const int64_t batch = values.size(0);
+  std::vector<torch::Tensor> parts;
+  for (const graph::Array& a : model.arrays()) {
+    const torch::Tensor block = values.narrow(1, a.first_node, a.size()).to(torch::kFloat);
+    if (a.type == graph::VariableType::continuous) {
+      parts.push_back(block);
+      continue;
+    }
+    const torch::Tensor index = block.round().to(torch::kLong);
+    if (index.numel() > 0 && (index.min().item<int64_t>() < 0 ||
+                              index.max().item<int64_t>() >= a.options ||
+                              !block.eq(index.to(torch::kFloat)).all().item<bool>())) {
+      throw std::invalid_argument("encode_state: array '" + a.name + "' takes option indices 0.." +
+                                  std::to_string(a.options - 1));
+    }
+    parts.push_back(torch::one_hot(index, a.options).to(torch::kFloat).view({batch, -1}));
+  }
+  torch::Tensor state = torch::cat(parts, 1);
+  if (state.size(1) != layout.width) throw std::logic_error("encode_state: layout of another model");
+  return state;
+}
+
+Sampler parse_sampler(const std::string& name) {
+  if (name == "ancestral") return Sampler::ancestral;
+  if (name == "ddim") return Sampler::ddim;
+  throw std::invalid_argument("unknown sampler '" + name + "' (ancestral or ddim)");
+}
+
+torch::Tensor sample(Gsdm model, const diffusion::NoiseSchedule& schedule,
+                     const torch::Tensor& observed_nodes, const torch::Tensor& observed_values,
+                     const SampleOptions& options) {
+  if (!options.generator.defined()) throw std::invalid_argument("gsdm::sample needs a generator");
+  torch::NoGradGuard no_grad;
+  // The conditioned model writes the observed values into its input and over its output at
+  // every step, so the sampler needs no clamp of its own.
+  const diffusion::ModelFn fn = conditioned_model(model, observed_nodes, observed_values);
+  diffusion::SamplerOptions sampler;
+  sampler.prediction = diffusion::Prediction::x0;
+  sampler.ddim_eta = options.ddim_eta;
+  sampler.progress = options.progress;
+  sampler.generator = options.generator;
+  const torch::Tensor noise = torch::randn(observed_values.sizes(), options.generator);
+  return options.sampler == Sampler::ancestral
+             ? diffusion::sample_ancestral(fn, schedule, noise, sampler)
+             : diffusion::sample_ddim(fn, schedule, noise, options.ddim_steps, sampler);
+}
+
 }  // namespace structdiff::gsdm

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "structdiff/dropout.h"
 #include "structdiff/rope.h"
 #include "structdiff/runtime.h"
 #include "structdiff/text_data.h"
@@ -136,12 +137,6 @@ void from_json(const nlohmann::json& in, Config& c) {
   c.dropout = in.at("dropout").get<double>();
   c.mechanism = parse_mechanism(in.at("attention").get<std::string>());
   c.init_seed = in.at("init_seed").get<uint64_t>();
-}
-
-torch::Tensor dropout(const torch::Tensor& x, double p, at::Generator* generator) {
-  if (generator == nullptr || p <= 0) return x;
-  const torch::Tensor keep = at::bernoulli(x, 1.0 - p, *generator);
-  return x * keep * (1.0 / (1.0 - p));
 }
 
 // ---- blocks ----------------------------------------------------------------------------------

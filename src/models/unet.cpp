@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include "structdiff/dropout.h"
 #include "structdiff/sinusoidal.h"
 
 namespace structdiff::unet {
@@ -145,20 +146,21 @@ void from_json(const nlohmann::json& j, UNetConfig& c) {
 }
 
 ResBlockImpl::ResBlockImpl(int64_t in_channels, int64_t out_channels, int64_t time_dim,
-                           int64_t groups, double dropout) {
+                           int64_t groups, double dropout)
+    : dropout_(dropout) {
   norm1_ = register_module("norm1", torch::nn::GroupNorm(groups, in_channels));
   conv1_ = register_module("conv1", conv(in_channels, out_channels, 3));
   time_projection_ = register_module("time_projection", torch::nn::Linear(time_dim, out_channels));
   norm2_ = register_module("norm2", torch::nn::GroupNorm(groups, out_channels));
-  dropout_ = register_module("dropout", torch::nn::Dropout(dropout));
   conv2_ = register_module("conv2", zero_initialised(conv(out_channels, out_channels, 3)));
   if (in_channels != out_channels) skip_ = register_module("skip", conv(in_channels, out_channels, 1));
 }
 
-torch::Tensor ResBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& time_embedding) {
+torch::Tensor ResBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& time_embedding,
+                                    at::Generator* dropout_generator) {
   torch::Tensor h = conv1_(torch::silu(norm1_(x)));
   h = h + time_projection_(torch::silu(time_embedding)).unsqueeze(-1).unsqueeze(-1);
-  h = conv2_(dropout_(torch::silu(norm2_(h))));
+  h = conv2_(dropout(torch::silu(norm2_(h)), dropout_, dropout_generator));
   return (skip_ ? skip_(x) : x) + h;
 }
 
@@ -245,7 +247,8 @@ UNetImpl::UNetImpl(UNetConfig config) : config_(std::move(config)) {
   output_ = register_module("output", zero_initialised(conv(channels, c.image_channels, 3)));
 }
 
-torch::Tensor UNetImpl::forward(const torch::Tensor& x, const torch::Tensor& t) {
+torch::Tensor UNetImpl::forward(const torch::Tensor& x, const torch::Tensor& t,
+                                at::Generator* dropout) {
   const UNetConfig& c = config_;
   if (x.dim() != 4 || x.size(1) != c.image_channels || x.size(2) != c.image_size ||
       x.size(3) != c.image_size) {
@@ -259,7 +262,7 @@ torch::Tensor UNetImpl::forward(const torch::Tensor& x, const torch::Tensor& t) 
   }
   const torch::Tensor time = time_out_(torch::silu(time_in_(sinusoidal_embedding(t, c.base_channels, FrequencySpacing::endpoint))));
   auto run_block = [&](const Stage& stage, torch::Tensor h) {
-    h = blocks_[stage.index]->as<ResBlock>()->forward(h, time);
+    h = blocks_[stage.index]->as<ResBlock>()->forward(h, time, dropout);
     if (stage.attention >= 0) h = attentions_[stage.attention]->as<AttentionBlock>()->forward(h);
     return h;
   };
@@ -271,7 +274,7 @@ torch::Tensor UNetImpl::forward(const torch::Tensor& x, const torch::Tensor& t) 
     h = stage.kind == Stage::block ? run_block(stage, h) : resampler(stage)->forward(h);
     skips.push_back(h);
   }
-  h = middle_second_(middle_attention_(middle_first_(h, time)), time);
+  h = middle_second_(middle_attention_(middle_first_(h, time, dropout)), time, dropout);
   for (const Stage& stage : decoder_) {
     if (stage.kind == Stage::up) {
       h = torch::nn::functional::interpolate(

@@ -42,23 +42,25 @@ void BestWeightsImpl::copy_to(torch::nn::Module& model) const { copy_state(*weig
 LoopResult run_training_keeping_best(LoopTask task, const LoopOptions& options, uint64_t data_seed,
                                      const std::function<double()>& score,
                                      const std::string& score_name, BestWeights& best) {
-  if (task.validate || task.on_step || task.state != nullptr) {
-    throw std::invalid_argument(
-        "run_training_keeping_best sets validate, on_step and state itself");
+  if (task.state != nullptr) {
+    throw std::invalid_argument("run_training_keeping_best keeps its own state (the best weights)");
   }
   if (options.validate_every <= 0) {
     throw std::invalid_argument("model selection needs --validate-every > 0");
   }
   int64_t last_step = 0;
   task.state = best.ptr().get();
-  task.on_step = [&](int64_t step, double) {
+  task.on_step = [&last_step, on_step = std::move(task.on_step)](int64_t step, double seconds) {
     last_step = step;
-    return true;
+    return on_step ? on_step(step, seconds) : true;
   };
-  task.validate = [&]() -> nlohmann::json {
+  task.validate = [&, more = std::move(task.validate)]() -> nlohmann::json {
     const double value = score();
     best->offer(*task.ema_model, value, last_step);
-    return {{"dev_" + score_name, value}, {"best_dev_" + score_name, best->score()}};
+    nlohmann::json metrics = more ? more() : nlohmann::json::object();
+    metrics["dev_" + score_name] = value;
+    metrics["best_dev_" + score_name] = best->score();
+    return metrics;
   };
   const LoopResult result = run_training(task, options, data_seed);
   if (result.steps_done % options.validate_every != 0) {

@@ -9,12 +9,10 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <string>
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 
@@ -31,8 +29,6 @@ const std::string kModelKey = "model";
 const std::string kOptimizerKey = "optimizer";
 const std::string kEmaKey = "ema";
 const std::string kTaskStateKey = "task_state";
-// libtorch's default generator: what modules draw from (initial weights, dropout).
-const std::string kGeneratorKey = "cpu_generator_state";
 const std::string kNoiseGeneratorKey = "noise_generator_state";
 const std::string kStepKey = "step";
 const std::string kMetadataKey = "metadata";
@@ -68,18 +64,6 @@ std::string string_of(const torch::Tensor& bytes) {
   const torch::Tensor contiguous = bytes.contiguous();
   return std::string(reinterpret_cast<const char*>(contiguous.data_ptr<uint8_t>()),
                      static_cast<size_t>(contiguous.numel()));
-}
-
-torch::Tensor default_generator_state() {
-  at::Generator generator = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  return generator.get_state();
-}
-
-void set_default_generator_state(const torch::Tensor& state) {
-  at::Generator generator = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  generator.set_state(state);
 }
 
 // The rename only makes the replacement atomic; the data must reach the disk before it, or a
@@ -189,9 +173,11 @@ std::string module_mismatch(const torch::nn::Module& module,
     }
   }
   for (const auto& key : archive.keys()) {
-    if (expected_keys.count(key) == 0) {
-      return "the checkpoint has '" + prefix + key + "', which the model lacks";
-    }
+    if (expected_keys.count(key) > 0) continue;
+    // A submodule without tensors (e.g. a dropout layer of older files) holds nothing to load.
+    torch::serialize::InputArchive extra;
+    if (archive.try_read(key, extra) && extra.keys().empty()) continue;
+    return "the checkpoint has '" + prefix + key + "', which the model lacks";
   }
   return "";
 }
@@ -228,7 +214,6 @@ void save_checkpoint(const std::string& path, const CheckpointParts& parts) {
       parts.task_state->save(state_archive);
       archive.write(kTaskStateKey, state_archive);
     }
-    archive.write(kGeneratorKey, default_generator_state());
     if (parts.noise_generator != nullptr) {
       archive.write(kNoiseGeneratorKey, parts.noise_generator->get_state());
     }
@@ -272,7 +257,6 @@ void load_checkpoint(const std::string& path, CheckpointParts& parts) {
       throw std::runtime_error("checkpoint " + path + ": training state does not fit: " + mismatch);
     }
   }
-  const torch::Tensor generator_state = read_tensor(archive, kGeneratorKey, path);
   const torch::Tensor noise_generator_state =
       parts.noise_generator != nullptr ? read_tensor(archive, kNoiseGeneratorKey, path) : torch::Tensor();
   const int64_t step = read_tensor(archive, kStepKey, path).item<int64_t>();
@@ -297,7 +281,6 @@ void load_checkpoint(const std::string& path, CheckpointParts& parts) {
                              ": EMA weights do not fit: " + message_of(error));
   }
   if (parts.task_state != nullptr) parts.task_state->load(state_archive);
-  if (parts.restore_generator) set_default_generator_state(generator_state);
   if (parts.noise_generator != nullptr) parts.noise_generator->set_state(noise_generator_state);
   parts.step = step;
   parts.metadata = std::move(metadata);
@@ -321,7 +304,6 @@ nlohmann::json load_model_file(const std::string& path, const std::string& kind,
     DefaultGeneratorGuard guard;
     parts.model = &build(metadata);
   }
-  parts.restore_generator = false;
   load_checkpoint(path, parts);
   parts.model->eval();
   return parts.metadata;

@@ -36,6 +36,13 @@ torch::Tensor default_generator_state() {
 DefaultGeneratorGuard::DefaultGeneratorGuard()
     : state_(std::make_shared<torch::Tensor>(default_generator_state())) {}
 
+DefaultGeneratorGuard::DefaultGeneratorGuard(uint64_t initial_weights_seed)
+    : DefaultGeneratorGuard() {
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_current_seed(initial_weights_seed);
+}
+
 DefaultGeneratorGuard::~DefaultGeneratorGuard() {
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(generator.mutex());

@@ -79,8 +79,7 @@ UnnParserImpl::UnnParserImpl(ParserConfig config) : config_(std::move(config)) {
   check_config(config_);
   {
     // The encoder's layers draw libtorch's default initial weights; the caller's stream stays.
-    DefaultGeneratorGuard guard;
-    torch::manual_seed(config_.init_seed);
+    DefaultGeneratorGuard initial_weights(config_.init_seed);
     embedding_ = register_module(
         "embedding",
         torch::nn::Embedding(torch::nn::EmbeddingOptions(config_.vocabulary, config_.embedding)

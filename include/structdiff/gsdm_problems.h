@@ -1,0 +1,83 @@
+// GSDM's problems as registry entries: each brings its graphical model, a generator of examples
+// (complete states and which variables are observed), and its metric. `structdiff gsdm
+// train|eval|sample --problem NAME` work for every entry; adding a problem is one file in
+// src/problems/ and one line in the registry.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/types.h>
+
+#include "structdiff/diffusion.h"
+#include "structdiff/graph.h"
+#include "structdiff/gsdm.h"
+#include "structdiff/gsdm_training.h"
+
+namespace structdiff::gsdm {
+
+// What selects one graph of a problem family; a model file records it.
+struct ProblemOptions {
+  int64_t size = 0;           // the family's size (sorting: list length; sudoku: block side n)
+  bool intermediates = true;  // keep the deterministic intermediate variables (paper §3.3)
+};
+void to_json(nlohmann::json& j, const ProblemOptions& options);
+void from_json(const nlohmann::json& j, ProblemOptions& options);
+
+struct Problem {
+  std::string name;
+  std::string summary;    // one line for --help
+  std::string size_help;  // what --size means, and its range
+  int64_t default_size = 0, min_size = 0, max_size = 0;
+  bool has_intermediates = false;  // whether --no-intermediates changes the graph
+  // The paper's (Table 2) architecture and learning rate, scaled for the CPU as the spec note
+  // says; command-line options override them.
+  GsdmConfig config;
+  double learning_rate = 2e-4;
+  int64_t batch = 16;
+  // The graphical model of `options` (size already checked against min/max).
+  std::function<graph::GraphicalModel(const ProblemOptions& options)> graph;
+  // `count` fresh examples: the complete state x0 (batch, width) and the observed nodes.
+  std::function<TrainingBatch(const graph::GraphicalModel& model, const ProblemOptions& options,
+                              int64_t count, std::mt19937_64& rng)>
+      make_examples;
+  // Metrics of sampled states against the examples they were conditioned on, including the
+  // metric's reference level (e.g. a random permutation's RMSE) under a "baseline_" key.
+  std::function<nlohmann::json(const graph::GraphicalModel& model, const ProblemOptions& options,
+                               const TrainingBatch& examples, const torch::Tensor& samples)>
+      score;
+};
+
+const std::vector<Problem>& problems();
+// Throws std::invalid_argument listing the problems (and the nearest name) for an unknown one.
+const Problem& find_problem(const std::string& name);
+// `options` with size 0 replaced by the default; throws std::invalid_argument naming --size and
+// the problem's range otherwise.
+ProblemOptions resolve_options(const Problem& problem, ProblemOptions options);
+
+// A GSDM of one problem, as a model file (kind "gsdm") holds it.
+struct ProblemModel {
+  const Problem* problem = nullptr;
+  ProblemOptions options;
+  graph::GraphicalModel graph;
+  Gsdm model{nullptr};
+  diffusion::NoiseSchedule schedule{diffusion::ScheduleConfig{}};
+  nlohmann::json metadata;
+};
+nlohmann::json problem_model_metadata(const Problem& problem, const ProblemOptions& options,
+                                      const GsdmConfig& config,
+                                      const diffusion::ScheduleConfig& schedule);
+ProblemModel build_problem_model(const nlohmann::json& metadata);  // fresh weights
+ProblemModel load_problem_model(const std::string& path);
+void save_problem_model(const std::string& path, ProblemModel& trained);
+
+// Samples `examples` conditioned on their observed variables in batches of `batch` and scores
+// them with the problem's metric; adds "examples" and "seconds".
+nlohmann::json evaluate(ProblemModel& trained, const TrainingBatch& examples,
+                        const SampleOptions& options, int64_t batch = 64);
+
+}  // namespace structdiff::gsdm

@@ -1,0 +1,69 @@
+#include "cli/gsdm_options.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+namespace structdiff::cli {
+
+gsdm::GsdmConfig GsdmModelOptions::config() const {
+  gsdm::GsdmConfig config = model;
+  config.embedding = gsdm::parse_embedding(embedding);
+  config.norm = gsdm::parse_norm(norm);
+  config.attention = parse_mechanism(attention);
+  return config;
+}
+
+diffusion::ScheduleConfig GsdmModelOptions::schedule_config() const {
+  diffusion::ScheduleConfig config = schedule;
+  config.kind = diffusion::parse_schedule(schedule_kind);
+  return config;
+}
+
+std::vector<CLI::Option*> add_gsdm_model_options(CLI::App& command, GsdmModelOptions& o) {
+  std::vector<CLI::Option*> architecture = {
+      command.add_option("--dim", o.model.dim, "Embedding dimension")->check(positive()),
+      command.add_option("--blocks", o.model.blocks, "ResNet+attention pairs")->check(positive()),
+      command.add_option("--heads", o.model.heads, "Attention heads")->check(positive()),
+      command.add_option("--embedding", o.embedding, "IE, AE or EE")
+          ->check(CLI::IsMember({"IE", "AE", "EE"}))};
+  for (CLI::Option* option : architecture) option->capture_default_str();
+  command.add_option("--norm", o.norm, "token (faithful) or group (reference)")
+      ->check(CLI::IsMember({"token", "group"}))
+      ->capture_default_str();
+  command
+      .add_option("--attention", o.attention,
+                  "sparse (structured), gather, or dense (unstructured)")
+      ->check(CLI::IsMember({"sparse", "gather", "dense"}))
+      ->capture_default_str();
+  command.add_option("--schedule", o.schedule_kind, "linear or cosine")
+      ->check(CLI::IsMember({"linear", "cosine"}))
+      ->capture_default_str();
+  command.add_option("--diffusion-steps", o.schedule.steps, "T")->capture_default_str();
+  command.add_option("--beta-start", o.schedule.beta_start, "Linear schedule start")
+      ->capture_default_str();
+  command.add_option("--beta-end", o.schedule.beta_end, "Linear schedule end")
+      ->capture_default_str();
+  return architecture;
+}
+
+gsdm::SampleOptions SamplingOptions::sample_options(uint64_t seed) const {
+  gsdm::SampleOptions o;
+  o.generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  o.sampler = gsdm::parse_sampler(sampler);
+  o.ddim_steps = steps;
+  o.ddim_eta = eta;
+  return o;
+}
+
+void add_sampling_options(CLI::App& command, SamplingOptions& o) {
+  command.add_option("--sampler", o.sampler, "ddim (fast) or ancestral (all T steps)")
+      ->check(CLI::IsMember({"ddim", "ancestral"}))
+      ->capture_default_str();
+  command.add_option("--sample-steps", o.steps, "DDIM steps")
+      ->check(positive())
+      ->capture_default_str();
+  command.add_option("--eta", o.eta, "DDIM noise: 0 deterministic, 1 the posterior variance")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+}
+
+}  // namespace structdiff::cli

@@ -1,0 +1,37 @@
+// Options shared by `structdiff gsdm` and its Sudoku front end `structdiff sudoku`: the GSDM's
+// architecture and noise schedule, and the sampler.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "cli/command.h"
+#include "structdiff/diffusion.h"
+#include "structdiff/gsdm.h"
+
+namespace structdiff::cli {
+
+struct GsdmModelOptions {
+  gsdm::GsdmConfig model;
+  std::string embedding = "AE", norm = "token", attention = "sparse";
+  diffusion::ScheduleConfig schedule;
+  std::string schedule_kind = "linear";
+  gsdm::GsdmConfig config() const;  // with the names parsed
+  diffusion::ScheduleConfig schedule_config() const;
+};
+// --dim, --blocks, --heads, --embedding, --norm, --attention, --schedule, --diffusion-steps,
+// --beta-start, --beta-end. Returns the options of the first four, to tell whether they were
+// given.
+std::vector<CLI::Option*> add_gsdm_model_options(CLI::App& command, GsdmModelOptions& options);
+
+struct SamplingOptions {
+  std::string sampler = "ddim";
+  int64_t steps = 50;
+  double eta = gsdm::SampleOptions{}.ddim_eta;
+  // One generator for all of a command's sampling, seeded by --seed.
+  gsdm::SampleOptions sample_options(uint64_t seed) const;
+};
+// --sampler, --sample-steps, --eta.
+void add_sampling_options(CLI::App& command, SamplingOptions& options);
+
+}  // namespace structdiff::cli

@@ -1,0 +1,122 @@
+// The GSDM problem registry and what every problem shares: its model file, and evaluation by
+// conditional sampling.
+#include <chrono>
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+#include "problems/entries.h"
+#include "structdiff/gsdm_problems.h"
+#include "structdiff/train.h"
+#include "util/text.h"
+
+namespace structdiff::gsdm {
+
+void to_json(nlohmann::json& j, const ProblemOptions& options) {
+  j = {{"size", options.size}, {"intermediates", options.intermediates}};
+}
+
+void from_json(const nlohmann::json& j, ProblemOptions& options) {
+  options.size = j.at("size").get<int64_t>();
+  options.intermediates = j.at("intermediates").get<bool>();
+}
+
+const std::vector<Problem>& problems() {
+  static const std::vector<Problem> registry = {entries::sudoku(), entries::sorting()};
+  return registry;
+}
+
+const Problem& find_problem(const std::string& name) {
+  std::vector<std::string> names;
+  for (const Problem& problem : problems()) {
+    if (problem.name == name) return problem;
+    names.push_back(problem.name);
+  }
+  std::string list;
+  for (const std::string& known : names) list += (list.empty() ? "" : ", ") + known;
+  const std::string nearest = closest_name(name, names);
+  throw std::invalid_argument("unknown problem '" + name + "'" +
+                              (nearest.empty() ? "" : " (did you mean '" + nearest + "'?)") +
+                              "; the problems are " + list);
+}
+
+ProblemOptions resolve_options(const Problem& problem, ProblemOptions options) {
+  if (options.size == 0) options.size = problem.default_size;
+  if (options.size < problem.min_size || options.size > problem.max_size) {
+    throw std::invalid_argument("--size for " + problem.name + " (" + problem.size_help +
+                                ") must be in " + std::to_string(problem.min_size) + ".." +
+                                std::to_string(problem.max_size) + ", got " +
+                                std::to_string(options.size));
+  }
+  if (!options.intermediates && !problem.has_intermediates) {
+    throw std::invalid_argument(problem.name + " has no intermediate variables to drop");
+  }
+  return options;
+}
+
+nlohmann::json problem_model_metadata(const Problem& problem, const ProblemOptions& options,
+                                      const GsdmConfig& config,
+                                      const diffusion::ScheduleConfig& schedule) {
+  return {{"kind", "gsdm"},
+          {"problem", problem.name},
+          {"problem_options", options},
+          {"model", config},
+          {"schedule", schedule}};
+}
+
+ProblemModel build_problem_model(const nlohmann::json& metadata) {
+  ProblemModel built;
+  built.problem = &find_problem(metadata.at("problem").get<std::string>());
+  // Files of `sudoku train` (kind "sudoku") name their block side "n".
+  built.options = metadata.contains("problem_options")
+                      ? metadata.at("problem_options").get<ProblemOptions>()
+                      : ProblemOptions{metadata.at("n").get<int64_t>(), true};
+  built.options = resolve_options(*built.problem, built.options);
+  built.graph = built.problem->graph(built.options);
+  built.model = Gsdm(built.graph, metadata.at("model").get<GsdmConfig>());
+  built.schedule =
+      diffusion::NoiseSchedule(metadata.at("schedule").get<diffusion::ScheduleConfig>());
+  built.metadata = metadata;
+  return built;
+}
+
+ProblemModel load_problem_model(const std::string& path) {
+  const nlohmann::json metadata = train::read_checkpoint_metadata(path);
+  const std::string kind = train::model_kind(metadata);
+  // Sudoku models from `sudoku train` are GSDMs of the sudoku problem too.
+  train::require_model_kind(metadata, kind == "sudoku" ? "sudoku" : "gsdm", path);
+  ProblemModel loaded;
+  train::load_model_file(path, kind, [&](const nlohmann::json& stored) -> torch::nn::Module& {
+    loaded = build_problem_model(stored);
+    return *loaded.model;
+  });
+  return loaded;
+}
+
+void save_problem_model(const std::string& path, ProblemModel& trained) {
+  train::save_model_file(path, "gsdm", *trained.model, trained.metadata);
+}
+
+nlohmann::json evaluate(ProblemModel& trained, const TrainingBatch& examples,
+                        const SampleOptions& options, int64_t batch) {
+  if (batch < 1) throw std::invalid_argument("evaluate: batch must be >= 1");
+  const auto started = std::chrono::steady_clock::now();
+  const int64_t count = examples.x0.size(0);
+  std::vector<torch::Tensor> samples;
+  for (int64_t first = 0; first < count; first += batch) {
+    const int64_t size = std::min(batch, count - first);
+    const torch::Tensor observed = examples.observed.narrow(0, first, size);
+    const torch::Tensor values =
+        examples.x0.narrow(0, first, size) *
+        trained.model->layout().expand_node_mask(observed).to(examples.x0.scalar_type());
+    samples.push_back(sample(trained.model, trained.schedule, observed, values, options));
+  }
+  nlohmann::json metrics =
+      trained.problem->score(trained.graph, trained.options, examples, torch::cat(samples, 0));
+  metrics["examples"] = count;
+  metrics["seconds"] =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return metrics;
+}
+
+}  // namespace structdiff::gsdm
