@@ -304,7 +304,7 @@ TEST(Cli, GsdmTrainEvalSampleAnyProblem) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(contains(r.output, "unknown problem 'sortng' (did you mean 'sorting'?)")) << r.output;
   r = run("gsdm train --problem sorting --size 1 --train-steps 1 --out " + model);
-  EXPECT_TRUE(contains(r.output, "--size for sorting (list length) must be in 2..64, got 1"))
+  EXPECT_TRUE(contains(r.output, "--size for sorting (list length) must be in 2 .. 64, got 1"))
       << r.output;
   r = run("gsdm mask --problem sorting --size 20");
   EXPECT_TRUE(contains(r.output, "840 variables in 4 arrays; mask: 18478 entries")) << r.output;

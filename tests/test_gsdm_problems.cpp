@@ -16,18 +16,18 @@ namespace {
 
 graph::GraphicalModel sorting_graph(int64_t n, bool intermediates = true) {
   const Problem& sorting = find_problem("sorting");
-  return sorting.graph(resolve_options(sorting, {n, intermediates}));
+  return sorting.graph(resolve_options(sorting, {{n}, intermediates}));
 }
 
 TEST(Registry, UnknownProblemsAndSizesAreNamed) {
   EXPECT_THROW_WITH(find_problem("sortng"), std::invalid_argument,
                     "unknown problem 'sortng' (did you mean 'sorting'?); the problems are sudoku, "
-                    "sorting");
-  EXPECT_THROW_WITH(resolve_options(find_problem("sorting"), {1, true}), std::invalid_argument,
-                    "--size for sorting (list length) must be in 2..64, got 1");
-  EXPECT_THROW_WITH(resolve_options(find_problem("sudoku"), {3, false}), std::invalid_argument,
+                    "sorting, bcmf");
+  EXPECT_THROW_WITH(resolve_options(find_problem("sorting"), {{1}, true}), std::invalid_argument,
+                    "--size for sorting (list length) must be in 2 .. 64, got 1");
+  EXPECT_THROW_WITH(resolve_options(find_problem("sudoku"), {{3}, false}), std::invalid_argument,
                     "sudoku has no intermediate variables to drop");
-  EXPECT_EQ(resolve_options(find_problem("sorting"), {}).size, 5);
+  EXPECT_EQ(resolve_options(find_problem("sorting"), {}).size, std::vector<int64_t>{5});
 }
 
 // Mask statistics of the spec note (§2.2), self-edges included.
@@ -56,7 +56,7 @@ TEST(Sorting, SharedEmbeddingsAreLicensedByTheMask) {
 TEST(Sorting, ExamplesHoldTheGeneratorsIdentities) {
   for (const bool intermediates : {true, false}) {
     const Problem& sorting = find_problem("sorting");
-    const ProblemOptions options{6, intermediates};
+    const ProblemOptions options{{6}, intermediates};
     const graph::GraphicalModel model = sorting.graph(options);
     std::mt19937_64 rng(3);
     const TrainingBatch batch = sorting.make_examples(model, options, 8, rng);
@@ -83,7 +83,7 @@ TEST(Sorting, ExamplesHoldTheGeneratorsIdentities) {
 
 TEST(Sorting, ScoreIsZeroForTheTruthAndCountsWrongRows) {
   const Problem& sorting = find_problem("sorting");
-  const ProblemOptions options{5, true};
+  const ProblemOptions options{{5}, true};
   const graph::GraphicalModel model = sorting.graph(options);
   std::mt19937_64 rng(4);
   const TrainingBatch batch = sorting.make_examples(model, options, 4, rng);
@@ -108,6 +108,70 @@ TEST(Sorting, ScoreIsZeroForTheTruthAndCountsWrongRows) {
   EXPECT_EQ(swapped["permutation_matrices"], 1.0);
 }
 
+graph::GraphicalModel bcmf_graph(std::vector<int64_t> size, bool intermediates = true) {
+  const Problem& bcmf = find_problem("bcmf");
+  return bcmf.graph(resolve_options(bcmf, {std::move(size), intermediates}));
+}
+
+// Mask statistics of the spec note (§2.3), self-edges included; (3,3,2) is the paper's Fig. 1.
+TEST(Bcmf, MaskSizesAreTheSpecNotes) {
+  EXPECT_EQ(bcmf_graph({3, 3, 2}).num_nodes(), 39);
+  EXPECT_EQ(bcmf_graph({3, 3, 2}).compile().num_entries(), 147);
+  EXPECT_EQ(bcmf_graph({8, 8, 4}).num_nodes(), 384);
+  EXPECT_EQ(bcmf_graph({8, 8, 4}).compile().num_entries(), 1920);
+  const AttentionPattern big = bcmf_graph({16, 16, 8}).compile();
+  EXPECT_EQ(bcmf_graph({16, 16, 8}).num_nodes(), 2560);
+  EXPECT_EQ(big.num_entries(), 14848);
+  EXPECT_EQ(big.stats().max_degree, 17);
+  EXPECT_EQ(bcmf_graph({16, 16, 8}, false).num_nodes(), 512);
+  EXPECT_EQ(bcmf_graph({16, 16, 8}, false).compile().num_entries(), 8704);
+}
+
+// The plates: relabelling the rank index l (or a row index i) jointly keeps the mask.
+TEST(Bcmf, PlatesLicenseTheSharedEmbeddings) {
+  const graph::GraphicalModel model = bcmf_graph({3, 4, 2});
+  EXPECT_TRUE(model.mask_invariant_under({{{"A", 1}, {"R", 0}, {"C", 2}}, {1, 0}}));
+  EXPECT_TRUE(model.mask_invariant_under({{{"A", 0}, {"C", 0}, {"E", 0}}, {2, 0, 1}}));
+  EXPECT_FALSE(model.mask_invariant_under({{{"A", 1}}, {1, 0}}));
+}
+
+TEST(Bcmf, ExamplesHoldTheGeneratorsIdentitiesAndTheTruthScoresZero) {
+  const Problem& bcmf = find_problem("bcmf");
+  const ProblemOptions options{{3, 4, 2}, true};
+  const graph::GraphicalModel model = bcmf.graph(options);
+  std::mt19937_64 rng(8);
+  const TrainingBatch batch = bcmf.make_examples(model, options, 16, rng);
+  const torch::Tensor values = decode_state(StateLayout(model), model, batch.x0);
+  const auto part = [&](const char* name) {
+    const graph::Array& a = model.array(name);
+    return values.narrow(1, a.first_node, a.size());
+  };
+  const torch::Tensor A = part("A").view({16, 3, 2}), R = part("R").view({16, 2, 4});
+  EXPECT_TRUE((A >= 0).logical_and(A <= 1).all().item<bool>());
+  EXPECT_TRUE(R.eq(0).logical_or(R.eq(1)).all().item<bool>());
+  EXPECT_TRUE(torch::allclose(part("E").view({16, 3, 4}), torch::bmm(A, R)));
+  const torch::Tensor C = part("C").view({16, 3, 4, 2});
+  EXPECT_TRUE(torch::allclose(C.sum(3), part("E").view({16, 3, 4})));
+  EXPECT_EQ(batch.observed.sum().item<int64_t>(), 16 * 12);
+  const nlohmann::json perfect = bcmf.score(model, options, batch, batch.x0);
+  EXPECT_NEAR(perfect["rmse"].get<double>(), 0.0, 1e-6);
+  EXPECT_NEAR(perfect["baseline_prior_rmse"].get<double>(), std::sqrt(2 * 2 * (0.1 - 0.0225)),
+              1e-12);
+}
+
+TEST(Registry, SizesParseStrictly) {
+  EXPECT_EQ(parse_size("16,16,8"), (std::vector<int64_t>{16, 16, 8}));
+  EXPECT_EQ(parse_size("9x9x3"), (std::vector<int64_t>{9, 9, 3}));
+  for (const char* bad : {"", "1,,2", "-1", "2.5", "1e3", "99999999999"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_THROW_WITH(parse_size(bad), std::invalid_argument, "give whole numbers");
+  }
+  EXPECT_THROW_WITH(
+      resolve_options(find_problem("bcmf"), {{8, 8}, true}), std::invalid_argument,
+      "--size for bcmf (m,n,k: E is m x n, the rank k) must be in 1,1,1 .. 256,256,32, "
+      "got 8,8");
+}
+
 TEST(EncodeState, RejectsAnOptionOutsideTheVariable) {
   const graph::GraphicalModel model = sorting_graph(2);
   torch::Tensor values = torch::zeros({1, model.num_nodes()});
@@ -118,7 +182,7 @@ TEST(EncodeState, RejectsAnOptionOutsideTheVariable) {
 
 TEST(Sudoku, TheTruthIsValid) {
   const Problem& sudoku = find_problem("sudoku");
-  const ProblemOptions options{2, true};
+  const ProblemOptions options{{2}, true};
   const graph::GraphicalModel model = sudoku.graph(options);
   std::mt19937_64 rng(5);
   const TrainingBatch batch = sudoku.make_examples(model, options, 6, rng);
@@ -136,7 +200,7 @@ TEST(ProblemModel, SavesLoadsAndEvaluates) {
   config.heads = 2;
   config.embedding = EmbeddingKind::exchangeable;
   const nlohmann::json metadata =
-      problem_model_metadata(sorting, {3, false}, config, diffusion::ScheduleConfig{});
+      problem_model_metadata(sorting, {{3}, false}, config, diffusion::ScheduleConfig{});
   ProblemModel built = [&] {
     DefaultGeneratorGuard initial_weights(1);
     return build_problem_model(metadata);
@@ -145,7 +209,7 @@ TEST(ProblemModel, SavesLoadsAndEvaluates) {
   save_problem_model(directory.file("sorting.pt"), built);
   ProblemModel loaded = load_problem_model(directory.file("sorting.pt"));
   EXPECT_EQ(loaded.problem->name, "sorting");
-  EXPECT_EQ(loaded.options.size, 3);
+  EXPECT_EQ(loaded.options.size, std::vector<int64_t>{3});
   EXPECT_FALSE(loaded.options.intermediates);
   ASSERT_EQ(loaded.model->parameters().size(), built.model->parameters().size());
   for (size_t i = 0; i < built.model->parameters().size(); ++i) {

@@ -22,17 +22,23 @@ namespace structdiff::gsdm {
 
 // What selects one graph of a problem family; a model file records it.
 struct ProblemOptions {
-  int64_t size = 0;           // the family's size (sorting: list length; sudoku: block side n)
+  // The family's dimensions (sorting {list length}; sudoku {block side n}; bcmf {m, n, k});
+  // empty: the problem's default.
+  std::vector<int64_t> size;
   bool intermediates = true;  // keep the deterministic intermediate variables (paper §3.3)
 };
+// "16,16,8" (or "16x16x8") -> {16, 16, 8}: whole decimal numbers; anything else throws
+// std::invalid_argument naming --size.
+std::vector<int64_t> parse_size(const std::string& text);
+std::string size_text(const std::vector<int64_t>& size);  // {16, 16, 8} -> "16,16,8"
 void to_json(nlohmann::json& j, const ProblemOptions& options);
 void from_json(const nlohmann::json& j, ProblemOptions& options);
 
 struct Problem {
   std::string name;
   std::string summary;    // one line for --help
-  std::string size_help;  // what --size means, and its range
-  int64_t default_size = 0, min_size = 0, max_size = 0;
+  std::string size_help;  // what --size's dimensions mean
+  std::vector<int64_t> default_size, min_size, max_size;
   bool has_intermediates = false;  // whether --no-intermediates changes the graph
   // The paper's (Table 2) architecture and learning rate, scaled for the CPU as the spec note
   // says; command-line options override them.
@@ -55,8 +61,8 @@ struct Problem {
 const std::vector<Problem>& problems();
 // Throws std::invalid_argument listing the problems (and the nearest name) for an unknown one.
 const Problem& find_problem(const std::string& name);
-// `options` with size 0 replaced by the default; throws std::invalid_argument naming --size and
-// the problem's range otherwise.
+// `options` with an empty size replaced by the default; throws std::invalid_argument naming
+// --size and the problem's ranges for a size outside them.
 ProblemOptions resolve_options(const Problem& problem, ProblemOptions options);
 
 // A GSDM of one problem, as a model file (kind "gsdm") holds it.

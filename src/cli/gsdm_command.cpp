@@ -35,11 +35,12 @@ CLI::Option* add_problem_options(CLI::App& command, std::string& problem,
   std::string names;
   for (const gsdm::Problem& p : gsdm::problems()) {
     names += (names.empty() ? "" : ", ") + p.name + " (--size: " + p.size_help + ", default " +
-             std::to_string(p.default_size) + ")";
+             gsdm::size_text(p.default_size) + ")";
   }
   CLI::Option* option = command.add_option("--problem", problem, "One of: " + names);
-  command.add_option("--size", options.size, "The problem's size (0: its default)")
-      ->check(non_negative());
+  command.add_option_function<std::string>(
+      "--size", [&options](const std::string& text) { options.size = gsdm::parse_size(text); },
+      "The problem's dimensions, e.g. 5 or 16,16,8 (default: the problem's)");
   command.add_flag("!--no-intermediates", options.intermediates,
                    "Drop the intermediate variables (the paper's graphs without them)");
   return option;
@@ -155,9 +156,9 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
   for (const auto& p : trained.model->parameters()) parameters += p.numel();
   const AttentionPattern& mask = trained.model->pattern();
   std::fprintf(stderr,
-               "training a GSDM for %s (size %ld%s): %ld variables, %ld mask entries, %ld "
+               "training a GSDM for %s (size %s%s): %ld variables, %ld mask entries, %ld "
                "parameters, %s attention, %d threads\n",
-               problem.name.c_str(), static_cast<long>(options.size),
+               problem.name.c_str(), gsdm::size_text(options.size).c_str(),
                options.intermediates ? "" : ", no intermediates",
                static_cast<long>(trained.graph.num_nodes()), static_cast<long>(mask.num_entries()),
                static_cast<long>(parameters), c.model.attention.c_str(), global.threads);
@@ -183,8 +184,8 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
       trained.problem->make_examples(trained.graph, trained.options, c.count, rng);
   const nlohmann::json metrics = gsdm::evaluate(
       trained, examples, c.sampling.sample_options(global.seed + kTestStream), c.batch);
-  std::printf("%s (size %ld%s), %ld examples, %s sampler:\n", trained.problem->name.c_str(),
-              static_cast<long>(trained.options.size),
+  std::printf("%s (size %s%s), %ld examples, %s sampler:\n", trained.problem->name.c_str(),
+              gsdm::size_text(trained.options.size).c_str(),
               trained.options.intermediates ? "" : ", no intermediates",
               static_cast<long>(c.count), c.sampling.sampler.c_str());
   for (const auto& [name, value] : metrics.items()) {

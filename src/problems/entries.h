@@ -7,5 +7,6 @@ namespace structdiff::gsdm::entries {
 
 Problem sudoku();   // sudoku_model.cpp
 Problem sorting();  // sorting.cpp
+Problem bcmf();     // bcmf.cpp
 
 }  // namespace structdiff::gsdm::entries

@@ -17,12 +17,13 @@ void to_json(nlohmann::json& j, const ProblemOptions& options) {
 }
 
 void from_json(const nlohmann::json& j, ProblemOptions& options) {
-  options.size = j.at("size").get<int64_t>();
+  options.size = j.at("size").get<std::vector<int64_t>>();
   options.intermediates = j.at("intermediates").get<bool>();
 }
 
 const std::vector<Problem>& problems() {
-  static const std::vector<Problem> registry = {entries::sudoku(), entries::sorting()};
+  static const std::vector<Problem> registry = {entries::sudoku(), entries::sorting(),
+                                                entries::bcmf()};
   return registry;
 }
 
@@ -40,13 +41,43 @@ const Problem& find_problem(const std::string& name) {
                               "; the problems are " + list);
 }
 
+std::vector<int64_t> parse_size(const std::string& text) {
+  std::vector<int64_t> size;
+  std::string digits;
+  const auto fail = [&] {
+    throw std::invalid_argument("--size '" + text +
+                                "': give whole numbers separated by ',' or 'x', e.g. 16,16,8");
+  };
+  for (size_t at = 0; at <= text.size(); ++at) {
+    if (at == text.size() || text[at] == ',' || text[at] == 'x') {
+      if (digits.empty() || digits.size() > 9) fail();
+      size.push_back(std::stoll(digits));
+      digits.clear();
+    } else if (text[at] >= '0' && text[at] <= '9') {
+      digits += text[at];
+    } else {
+      fail();
+    }
+  }
+  return size;
+}
+
+std::string size_text(const std::vector<int64_t>& size) {
+  std::string text;
+  for (const int64_t v : size) text += (text.empty() ? "" : ",") + std::to_string(v);
+  return text;
+}
+
 ProblemOptions resolve_options(const Problem& problem, ProblemOptions options) {
-  if (options.size == 0) options.size = problem.default_size;
-  if (options.size < problem.min_size || options.size > problem.max_size) {
+  if (options.size.empty()) options.size = problem.default_size;
+  bool inside = options.size.size() == problem.default_size.size();
+  for (size_t d = 0; inside && d < options.size.size(); ++d) {
+    inside = options.size[d] >= problem.min_size[d] && options.size[d] <= problem.max_size[d];
+  }
+  if (!inside) {
     throw std::invalid_argument("--size for " + problem.name + " (" + problem.size_help +
-                                ") must be in " + std::to_string(problem.min_size) + ".." +
-                                std::to_string(problem.max_size) + ", got " +
-                                std::to_string(options.size));
+                                ") must be in " + size_text(problem.min_size) + " .. " +
+                                size_text(problem.max_size) + ", got " + size_text(options.size));
   }
   if (!options.intermediates && !problem.has_intermediates) {
     throw std::invalid_argument(problem.name + " has no intermediate variables to drop");
@@ -70,7 +101,7 @@ ProblemModel build_problem_model(const nlohmann::json& metadata) {
   // Files of `sudoku train` (kind "sudoku") name their block side "n".
   built.options = metadata.contains("problem_options")
                       ? metadata.at("problem_options").get<ProblemOptions>()
-                      : ProblemOptions{metadata.at("n").get<int64_t>(), true};
+                      : ProblemOptions{{metadata.at("n").get<int64_t>()}, true};
   built.options = resolve_options(*built.problem, built.options);
   built.graph = built.problem->graph(built.options);
   built.model = Gsdm(built.graph, metadata.at("model").get<GsdmConfig>());

@@ -15,7 +15,7 @@ using graph::Element;
 using graph::VariableType;
 
 graph::GraphicalModel sorting_graph(const ProblemOptions& options) {
-  const int64_t n = options.size;
+  const int64_t n = options.size.at(0);
   graph::GraphicalModel model;
   // Node order u, P, C, s: the spec note's masks (and its non-symmetrised example) assume it.
   model.add_array("u", {n}, VariableType::continuous);
@@ -64,7 +64,7 @@ graph::GraphicalModel sorting_graph(const ProblemOptions& options) {
 // Node values (count, nodes): u ~ N(0, 1)^n, P[i, argsort(u)_i] = 1, s = sorted u, C = P u^T.
 TrainingBatch sorting_examples(const graph::GraphicalModel& model, const ProblemOptions& options,
                                int64_t count, std::mt19937_64& rng) {
-  const int64_t n = options.size;
+  const int64_t n = options.size.at(0);
   std::normal_distribution<float> normal;
   torch::Tensor u = torch::empty({count, n});
   float* data = u.data_ptr<float>();
@@ -82,7 +82,7 @@ TrainingBatch sorting_examples(const graph::GraphicalModel& model, const Problem
 
 nlohmann::json sorting_score(const graph::GraphicalModel& model, const ProblemOptions& options,
                              const TrainingBatch& examples, const torch::Tensor& samples) {
-  const int64_t n = options.size, count = samples.size(0);
+  const int64_t n = options.size.at(0), count = samples.size(0);
   const StateLayout layout(model);
   const torch::Tensor truth = decode_state(layout, model, examples.x0);
   const torch::Tensor sampled = decode_state(layout, model, samples);
@@ -115,9 +115,9 @@ Problem sorting() {
   p.name = "sorting";
   p.summary = "sort a list of N(0, 1) numbers: permutation matrix and sorted list given the list";
   p.size_help = "list length";
-  p.default_size = 5;
-  p.min_size = 2;
-  p.max_size = 64;
+  p.default_size = {5};
+  p.min_size = {2};
+  p.max_size = {64};
   p.has_intermediates = true;
   // Table 2: D 64, 6 blocks, 8 heads, EE, lr 2e-4, batch 16.
   p.config.dim = 64;

@@ -166,23 +166,23 @@ Problem sudoku() {
   p.name = "sudoku";
   p.summary = "complete an n^2 x n^2 Sudoku grid from a random number of given cells";
   p.size_help = "block side n: 2 for 4x4, 3 for 9x9";
-  p.default_size = 3;
-  p.min_size = 2;
-  p.max_size = 5;
+  p.default_size = {3};
+  p.min_size = {2};
+  p.max_size = {5};
   // Table 2: D 128, 6 blocks, 8 heads, batch 32; lr 3e-4 as the spec note's CPU row.
   p.learning_rate = 3e-4;
   p.batch = 32;
   p.graph = [](const ProblemOptions& options) {
-    return sudoku::graphical_model(static_cast<int>(options.size));
+    return sudoku::graphical_model(static_cast<int>(options.size.at(0)));
   };
   p.make_examples = [](const graph::GraphicalModel&, const ProblemOptions& options, int64_t count,
                        std::mt19937_64& rng) {
-    sudoku::Batch batch = sudoku::make_training_batch(static_cast<int>(options.size), count, rng);
+    sudoku::Batch batch = sudoku::make_training_batch(static_cast<int>(options.size.at(0)), count, rng);
     return TrainingBatch{batch.x0, batch.observed};
   };
   p.score = [](const graph::GraphicalModel&, const ProblemOptions& options,
                const TrainingBatch& examples, const torch::Tensor& samples) {
-    const int n = static_cast<int>(options.size);
+    const int n = static_cast<int>(options.size.at(0));
     const std::vector<sudoku::Grid> solutions = sudoku::decode(examples.x0, n);
     const std::vector<sudoku::Grid> sampled = sudoku::decode(samples, n);
     const auto observed = examples.observed.accessor<bool, 2>();
