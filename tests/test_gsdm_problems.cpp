@@ -22,7 +22,7 @@ graph::GraphicalModel sorting_graph(int64_t n, bool intermediates = true) {
 TEST(Registry, UnknownProblemsAndSizesAreNamed) {
   EXPECT_THROW_WITH(find_problem("sortng"), std::invalid_argument,
                     "unknown problem 'sortng' (did you mean 'sorting'?); the problems are sudoku, "
-                    "sorting, bcmf");
+                    "sorting, bcmf, matrix-inversion");
   EXPECT_THROW_WITH(resolve_options(find_problem("sorting"), {{1}, true}), std::invalid_argument,
                     "--size for sorting (list length) must be in 2 .. 64, got 1");
   EXPECT_THROW_WITH(resolve_options(find_problem("sudoku"), {{3}, false}), std::invalid_argument,
@@ -157,6 +157,35 @@ TEST(Bcmf, ExamplesHoldTheGeneratorsIdentitiesAndTheTruthScoresZero) {
   EXPECT_NEAR(perfect["rmse"].get<double>(), 0.0, 1e-6);
   EXPECT_NEAR(perfect["baseline_prior_rmse"].get<double>(), std::sqrt(2 * 2 * (0.1 - 0.0225)),
               1e-12);
+}
+
+// Mask statistics of the spec note (§2.5); test examples have E = I and R = A^-1.
+TEST(MatrixInversion, MaskSizesAndTheInversionExamples) {
+  const Problem& inversion = find_problem("matrix-inversion");
+  const ProblemOptions options = resolve_options(inversion, {});
+  const graph::GraphicalModel model = inversion.graph(options);
+  EXPECT_EQ(model.num_nodes(), 200);
+  const AttentionPattern mask = model.compile();
+  EXPECT_EQ(mask.num_entries(), 950);
+  EXPECT_EQ(mask.stats().max_degree, 6);
+  std::mt19937_64 rng(9);
+  const TrainingBatch test = inversion.make_test_examples(model, options, 8, rng);
+  const torch::Tensor values = decode_state(StateLayout(model), model, test.x0);
+  const auto part = [&](const char* name) {
+    const graph::Array& a = model.array(name);
+    return values.narrow(1, a.first_node, a.size()).view({8, 5, 5});
+  };
+  EXPECT_TRUE(torch::allclose(part("E"), torch::eye(5).expand({8, 5, 5})));
+  EXPECT_TRUE(torch::allclose(torch::bmm(part("A"), part("R")), part("E"), 1e-4, 1e-4));
+  EXPECT_EQ(test.observed.sum().item<int64_t>(), 8 * 50);
+  const nlohmann::json perfect = inversion.score(model, options, test, test.x0);
+  EXPECT_LT(perfect["median_rmse_AR_E"].get<double>(), 1e-4);
+  EXPECT_EQ(perfect["median_rmse_R"], 0.0);
+  EXPECT_NEAR(perfect["baseline_zero_median_rmse_AR_E"].get<double>(), std::sqrt(0.2), 1e-6);
+  const TrainingBatch training = inversion.make_examples(model, options, 8, rng);
+  EXPECT_GT(inversion.score(model, options, training, training.x0)["well_conditioned_fraction"]
+                .get<double>(),
+            0.0);
 }
 
 TEST(Registry, SizesParseStrictly) {

@@ -56,6 +56,11 @@ struct Problem {
   std::function<nlohmann::json(const graph::GraphicalModel& model, const ProblemOptions& options,
                                const TrainingBatch& examples, const torch::Tensor& samples)>
       score;
+  // Optional: the examples `gsdm eval` scores when they differ from the training distribution
+  // (matrix inversion: E = I). Same signature as make_examples.
+  std::function<TrainingBatch(const graph::GraphicalModel& model, const ProblemOptions& options,
+                              int64_t count, std::mt19937_64& rng)>
+      make_test_examples;
 };
 
 const std::vector<Problem>& problems();

@@ -169,8 +169,21 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
   print_training_summary(result, c.out);
 }
 
+// The examples eval and sample use: the problem's test examples where it has its own (matrix
+// inversion: E = I), else (or with --training-distribution) fresh draws of training examples.
+gsdm::TrainingBatch test_examples(const gsdm::ProblemModel& trained, int64_t count,
+                                  bool training_distribution, uint64_t seed) {
+  std::mt19937_64 rng(seed + kTestStream);
+  const gsdm::Problem& problem = *trained.problem;
+  const auto& make = problem.make_test_examples && !training_distribution
+                         ? problem.make_test_examples
+                         : problem.make_examples;
+  return make(trained.graph, trained.options, count, rng);
+}
+
 struct EvalCommand {
   std::string model_path;
+  bool training_distribution = false;
   int64_t count = 64;
   int64_t batch = 64;
   SamplingOptions sampling;
@@ -179,9 +192,8 @@ struct EvalCommand {
 
 void run_eval(const EvalCommand& c, const GlobalOptions& global) {
   gsdm::ProblemModel trained = gsdm::load_problem_model(c.model_path);
-  std::mt19937_64 rng(global.seed + kTestStream);
   const gsdm::TrainingBatch examples =
-      trained.problem->make_examples(trained.graph, trained.options, c.count, rng);
+      test_examples(trained, c.count, c.training_distribution, global.seed);
   const nlohmann::json metrics = gsdm::evaluate(
       trained, examples, c.sampling.sample_options(global.seed + kTestStream), c.batch);
   std::printf("%s (size %s%s), %ld examples, %s sampler:\n", trained.problem->name.c_str(),
@@ -196,6 +208,9 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
                     {{"model", c.model_path},
                      {"problem", trained.problem->name},
                      {"problem_options", trained.options},
+                     {"examples", trained.problem->make_test_examples && !c.training_distribution
+                                      ? "test"
+                                      : "training distribution"},
                      {"sampler", c.sampling.sampler},
                      {"sample_steps", c.sampling.sampler == "ddim" ? c.sampling.steps
                                                                    : trained.schedule.steps()},
@@ -206,6 +221,7 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
 
 struct SampleCommand {
   std::string model_path;
+  bool training_distribution = false;
   int64_t count = 2;
   SamplingOptions sampling;
 };
@@ -213,9 +229,8 @@ struct SampleCommand {
 // Prints, for each example, every array's true values and the sample's (observed arrays once).
 void run_sample(const SampleCommand& c, const GlobalOptions& global) {
   gsdm::ProblemModel trained = gsdm::load_problem_model(c.model_path);
-  std::mt19937_64 rng(global.seed + kTestStream);
   const gsdm::TrainingBatch examples =
-      trained.problem->make_examples(trained.graph, trained.options, c.count, rng);
+      test_examples(trained, c.count, c.training_distribution, global.seed);
   const gsdm::StateLayout& layout = trained.model->layout();
   const torch::Tensor values =
       examples.x0 * layout.expand_node_mask(examples.observed).to(examples.x0.scalar_type());
@@ -276,6 +291,8 @@ void register_gsdm(CLI::App& app, const GlobalOptions& global, Action& action) {
       ->required()
       ->check(CLI::ExistingFile);
   eval->add_option("--count", e->count, "Examples")->check(positive())->capture_default_str();
+  eval->add_flag("--training-distribution", e->training_distribution,
+                 "Score fresh training examples instead of the problem's test examples");
   eval->add_option("--batch", e->batch, "Examples sampled at once")
       ->check(positive())
       ->capture_default_str();
@@ -290,6 +307,8 @@ void register_gsdm(CLI::App& app, const GlobalOptions& global, Action& action) {
       ->required()
       ->check(CLI::ExistingFile);
   sample->add_option("--count", s->count, "Examples")->check(positive())->capture_default_str();
+  sample->add_flag("--training-distribution", s->training_distribution,
+                   "Fresh training examples instead of the problem's test examples");
   add_sampling_options(*sample, s->sampling);
   sample->callback([s, &global, &action] { action = [s, &global] { run_sample(*s, global); }; });
 

@@ -24,28 +24,7 @@ Dims dims_of(const ProblemOptions& options) {
 
 graph::GraphicalModel bcmf_graph(const ProblemOptions& options) {
   const auto [m, n, k] = dims_of(options);
-  graph::GraphicalModel model;
-  model.add_array("A", {m, k}, VariableType::continuous);
-  model.add_array("R", {k, n}, VariableType::discrete, 2);
-  if (options.intermediates) model.add_array("C", {m, n, k}, VariableType::continuous);
-  model.add_array("E", {m, n}, VariableType::continuous);
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      for (int64_t l = 0; l < k; ++l) {
-        if (options.intermediates) {
-          model.add_edge({"A", {i, l}}, {"C", {i, j, l}});
-          model.add_edge({"R", {l, j}}, {"C", {i, j, l}});
-          model.add_edge({"C", {i, j, l}}, {"E", {i, j}});
-        } else {
-          model.add_edge({"A", {i, l}}, {"E", {i, j}});
-          model.add_edge({"R", {l, j}}, {"E", {i, j}});
-        }
-      }
-    }
-  }
-  // EE: one embedding per array (no groups needed): permuting i, j and l jointly wherever they
-  // occur is the plate structure, and keeps the mask.
-  return model;
+  return product_graph(m, n, k, VariableType::discrete, options.intermediates);
 }
 
 TrainingBatch bcmf_examples(const graph::GraphicalModel& model, const ProblemOptions& options,
@@ -94,6 +73,32 @@ nlohmann::json bcmf_score(const graph::GraphicalModel& model, const ProblemOptio
 }
 
 }  // namespace
+
+graph::GraphicalModel product_graph(int64_t m, int64_t n, int64_t k, graph::VariableType r_type,
+                                    bool intermediates) {
+  graph::GraphicalModel model;
+  model.add_array("A", {m, k}, VariableType::continuous);
+  model.add_array("R", {k, n}, r_type, r_type == VariableType::discrete ? 2 : 0);
+  if (intermediates) model.add_array("C", {m, n, k}, VariableType::continuous);
+  model.add_array("E", {m, n}, VariableType::continuous);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t l = 0; l < k; ++l) {
+        if (intermediates) {
+          model.add_edge({"A", {i, l}}, {"C", {i, j, l}});
+          model.add_edge({"R", {l, j}}, {"C", {i, j, l}});
+          model.add_edge({"C", {i, j, l}}, {"E", {i, j}});
+        } else {
+          model.add_edge({"A", {i, l}}, {"E", {i, j}});
+          model.add_edge({"R", {l, j}}, {"E", {i, j}});
+        }
+      }
+    }
+  }
+  // EE: one embedding per array (no groups needed): permuting i, j and l jointly wherever they
+  // occur is the plate structure, and keeps the mask.
+  return model;
+}
 
 Problem bcmf() {
   Problem p;

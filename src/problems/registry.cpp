@@ -23,7 +23,7 @@ void from_json(const nlohmann::json& j, ProblemOptions& options) {
 
 const std::vector<Problem>& problems() {
   static const std::vector<Problem> registry = {entries::sudoku(), entries::sorting(),
-                                                entries::bcmf()};
+                                                entries::bcmf(), entries::matrix_inversion()};
   return registry;
 }
 
