@@ -22,7 +22,7 @@ graph::GraphicalModel sorting_graph(int64_t n, bool intermediates = true) {
 TEST(Registry, UnknownProblemsAndSizesAreNamed) {
   EXPECT_THROW_WITH(find_problem("sortng"), std::invalid_argument,
                     "unknown problem 'sortng' (did you mean 'sorting'?); the problems are sudoku, "
-                    "sorting, bcmf, matrix-inversion");
+                    "sorting, bcmf, matrix-inversion, boolean");
   EXPECT_THROW_WITH(resolve_options(find_problem("sorting"), {{1}, true}), std::invalid_argument,
                     "--size for sorting (list length) must be in 2 .. 64, got 1");
   EXPECT_THROW_WITH(resolve_options(find_problem("sudoku"), {{3}, false}), std::invalid_argument,
@@ -186,6 +186,51 @@ TEST(MatrixInversion, MaskSizesAndTheInversionExamples) {
   EXPECT_GT(inversion.score(model, options, training, training.x0)["well_conditioned_fraction"]
                 .get<double>(),
             0.0);
+}
+
+// Mask statistics of the spec note (§2.4); without intermediates the graph is a star.
+TEST(BooleanCircuit, MaskSizesOfTheSpecNote) {
+  const Problem& boolean = find_problem("boolean");
+  const auto graph_of = [&](int64_t depth, bool intermediates) {
+    return boolean.graph(resolve_options(boolean, {{depth}, intermediates}));
+  };
+  EXPECT_EQ(graph_of(2, true).num_nodes(), 7);
+  EXPECT_EQ(graph_of(2, true).compile().num_entries(), 19);
+  EXPECT_EQ(graph_of(4, true).num_nodes(), 31);
+  EXPECT_EQ(graph_of(4, true).compile().num_entries(), 91);
+  EXPECT_EQ(graph_of(5, true).num_nodes(), 63);
+  EXPECT_EQ(graph_of(5, true).compile().num_entries(), 187);
+  EXPECT_EQ(graph_of(4, false).num_nodes(), 17);
+  EXPECT_EQ(graph_of(4, false).compile().num_entries(), 17 + 2 * 16);
+}
+
+// Every gate output is the AND or OR of its two inputs, the same circuit for every batch, and
+// the truth scores perfectly.
+TEST(BooleanCircuit, ExamplesFollowOneFixedCircuit) {
+  const Problem& boolean = find_problem("boolean");
+  const ProblemOptions options{{3}, true};
+  const graph::GraphicalModel model = boolean.graph(options);
+  std::mt19937_64 rng(10);
+  const TrainingBatch batch = boolean.make_examples(model, options, 64, rng);
+  const torch::Tensor v = decode_state(StateLayout(model), model, batch.x0);
+  // Layers x (8), h1 (4), h2 (2), y (1): gate g of a layer reads bits 2g, 2g+1 below.
+  const int64_t first[] = {0, 8, 12, 14};
+  for (int64_t layer = 1; layer <= 3; ++layer) {
+    for (int64_t g = 0; g < (8 >> layer); ++g) {
+      const torch::Tensor a = v.select(1, first[layer - 1] + 2 * g);
+      const torch::Tensor b = v.select(1, first[layer - 1] + 2 * g + 1);
+      const torch::Tensor out = v.select(1, first[layer] + g);
+      const bool is_and = out.eq(a * b).all().item<bool>();
+      const bool is_or = out.eq(torch::maximum(a, b)).all().item<bool>();
+      EXPECT_TRUE(is_and || is_or) << "layer " << layer << " gate " << g;
+    }
+  }
+  std::mt19937_64 same(10);
+  EXPECT_TRUE(torch::equal(boolean.make_examples(model, options, 64, same).x0, batch.x0));
+  const nlohmann::json perfect = boolean.score(model, options, batch, batch.x0);
+  EXPECT_EQ(perfect["accuracy"], 1.0);
+  EXPECT_EQ(perfect["intermediate_accuracy"], 1.0);
+  EXPECT_EQ(batch.observed.sum().item<int64_t>(), 64 * 8);
 }
 
 TEST(Registry, SizesParseStrictly) {

@@ -9,6 +9,7 @@ Problem sudoku();   // sudoku_model.cpp
 Problem sorting();  // sorting.cpp
 Problem bcmf();     // bcmf.cpp
 Problem matrix_inversion();  // matrix_inversion.cpp
+Problem boolean_circuit();   // boolean_circuit.cpp
 
 // E (m x n) = A (m x k) R (k x n) with the products C_ijl = A_il R_lj as intermediates (paper
 // Fig. 1): edges A_il -> C_ijl <- R_lj, C_ijl -> E_ij; without intermediates A_il -> E_ij <- R_lj.

@@ -17,13 +17,17 @@ void to_json(nlohmann::json& j, const ProblemOptions& options) {
 }
 
 void from_json(const nlohmann::json& j, ProblemOptions& options) {
-  options.size = j.at("size").get<std::vector<int64_t>>();
+  // Files from before sizes were lists hold one number.
+  const nlohmann::json& size = j.at("size");
+  options.size = size.is_number_integer() ? std::vector<int64_t>{size.get<int64_t>()}
+                                          : size.get<std::vector<int64_t>>();
   options.intermediates = j.at("intermediates").get<bool>();
 }
 
 const std::vector<Problem>& problems() {
   static const std::vector<Problem> registry = {entries::sudoku(), entries::sorting(),
-                                                entries::bcmf(), entries::matrix_inversion()};
+                                                entries::bcmf(), entries::matrix_inversion(),
+                                                entries::boolean_circuit()};
   return registry;
 }
 
@@ -118,7 +122,12 @@ ProblemModel load_problem_model(const std::string& path) {
   train::require_model_kind(metadata, kind == "sudoku" ? "sudoku" : "gsdm", path);
   ProblemModel loaded;
   train::load_model_file(path, kind, [&](const nlohmann::json& stored) -> torch::nn::Module& {
-    loaded = build_problem_model(stored);
+    try {
+      loaded = build_problem_model(stored);
+    } catch (const nlohmann::json::exception& error) {
+      throw std::runtime_error(path + ": the model's configuration is incomplete or malformed (" +
+                               error.what() + ")");
+    }
     return *loaded.model;
   });
   return loaded;
