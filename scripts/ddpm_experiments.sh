@@ -33,8 +33,7 @@ done
 out=${1:?OUT_DIR missing; usage at the top of $0}
 shift
 extra=("$@")
-bin=${STRUCTDIFF:-build/src/structdiff}
-export OMP_WAIT_POLICY=PASSIVE
+source "$(dirname "$0")/lib/experiments.sh"
 
 # The recorded configuration (docs/results/ddpm-attention.md), every training option spelled out so
 # that a change of the tool's defaults does not change the experiment; extra options follow them.
@@ -59,15 +58,10 @@ cell() {  # DATASET ATTENTION
   echo "done: $dir/$name"
 }
 
-jobs_running=0
+pool_start "$parallel"
 for dataset in $datasets; do
   for attention in $attentions; do
-    cell "$dataset" "$attention" &
-    jobs_running=$((jobs_running + 1))
-    if (( jobs_running >= parallel )); then
-      wait -n
-      jobs_running=$((jobs_running - 1))
-    fi
+    pool_run cell "$dataset" "$attention"
   done
 done
 wait

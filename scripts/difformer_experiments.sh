@@ -45,8 +45,7 @@ while [[ $# -gt 0 && $1 == --* ]]; do
   shift 2
 done
 out=${1:?OUT_DIR missing; usage at the top of $0}
-bin=${STRUCTDIFF:-build/src/structdiff}
-export OMP_WAIT_POLICY=PASSIVE
+source "$(dirname "$0")/lib/experiments.sh"
 mkdir -p "$out/fashion" "$out/csbm"
 
 # Arguments of `difformer train` for a model, named as its JSON names it.

@@ -6,9 +6,8 @@
 set -euo pipefail
 minutes=${1:?minutes of training per run}
 out=${2:?output directory}
-bin=${STRUCTDIFF:-build/src/structdiff}
+source "$(dirname "$0")/lib/experiments.sh"
 mkdir -p "$out"
-export OMP_WAIT_POLICY=PASSIVE
 
 # Every option the recorded table relies on is spelled out, so a changed default cannot change
 # the experiment (tests/test_scripts.cpp checks that these command lines still parse).

@@ -40,8 +40,7 @@ while [[ $# -gt 0 && $1 == --* ]]; do
   shift 2
 done
 out=${1:?OUT_DIR missing; usage at the top of $0}
-bin=${STRUCTDIFF:-build/src/structdiff}
-export OMP_WAIT_POLICY=PASSIVE
+source "$(dirname "$0")/lib/experiments.sh"
 
 # Every training option spelled out, so a change of the tool's defaults cannot change the
 # experiment (tests/test_scripts.cpp checks that these command lines still parse).
@@ -101,15 +100,10 @@ cell() {  # MODEL SEED
   echo "done: $dir"
 }
 
-jobs_running=0
+pool_start "$parallel"
 for seed in $seeds; do
   for model in $models; do
-    cell "$model" "$seed" &
-    jobs_running=$((jobs_running + 1))
-    if (( jobs_running >= parallel )); then
-      wait -n
-      jobs_running=$((jobs_running - 1))
-    fi
+    pool_run cell "$model" "$seed"
   done
 done
 wait

@@ -7,7 +7,7 @@
 set -euo pipefail
 out=${1:?output directory}
 shift
-bin=${STRUCTDIFF:-build/src/structdiff}
+source "$(dirname "$0")/lib/experiments.sh"
 mkdir -p "$out"
 
 # Every option is spelled out, so a changed default cannot change the model (tests/test_scripts.cpp

@@ -27,8 +27,7 @@ while [[ $# -gt 0 && $1 == --* ]]; do
   shift 2
 done
 out=${1:?OUT_DIR missing; usage at the top of $0}
-bin=${STRUCTDIFF:-build/src/structdiff}
-export OMP_WAIT_POLICY=PASSIVE
+source "$(dirname "$0")/lib/experiments.sh"
 
 # Every training option spelled out, so a change of the tool's defaults cannot change the
 # experiment (tests/test_scripts.cpp checks that these command lines still parse).
@@ -62,15 +61,10 @@ cell() {  # CELL SEED
   echo "done: $dir"
 }
 
-running=0
+pool_start "$parallel"
 for seed in $seeds; do
   for c in $cells; do
-    cell "$c" "$seed" &
-    running=$((running + 1))
-    if (( running >= parallel )); then
-      wait -n
-      running=$((running - 1))
-    fi
+    pool_run cell "$c" "$seed"
   done
 done
 wait
