@@ -135,7 +135,8 @@ struct SampleOptions {
   at::Generator generator;
 };
 // One sample (batch, width) of the latent variables given the observed ones, which stay clamped
-// at every step. Runs without gradients.
+// at every step. Only the observed entries of `observed_values` are read (a complete example may
+// be passed). Runs without gradients.
 torch::Tensor sample(Gsdm model, const diffusion::NoiseSchedule& schedule,
                      const torch::Tensor& observed_nodes, const torch::Tensor& observed_values,
                      const SampleOptions& options);

@@ -232,10 +232,8 @@ void run_sample(const SampleCommand& c, const GlobalOptions& global) {
   const gsdm::TrainingBatch examples =
       test_examples(trained, c.count, c.training_distribution, global.seed);
   const gsdm::StateLayout& layout = trained.model->layout();
-  const torch::Tensor values =
-      examples.x0 * layout.expand_node_mask(examples.observed).to(examples.x0.scalar_type());
   const torch::Tensor samples =
-      gsdm::sample(trained.model, trained.schedule, examples.observed, values,
+      gsdm::sample(trained.model, trained.schedule, examples.observed, examples.x0,
                    c.sampling.sample_options(global.seed + kTestStream));
   const torch::Tensor truth = gsdm::decode_state(layout, trained.graph, examples.x0);
   const torch::Tensor sampled = gsdm::decode_state(layout, trained.graph, samples);

@@ -365,8 +365,11 @@ torch::Tensor sample(Gsdm model, const diffusion::NoiseSchedule& schedule,
   if (!options.generator.defined()) throw std::invalid_argument("gsdm::sample needs a generator");
   torch::NoGradGuard no_grad;
   // The conditioned model writes the observed values into its input and over its output at
-  // every step, so the sampler needs no clamp of its own.
-  const diffusion::ModelFn fn = conditioned_model(model, observed_nodes, observed_values);
+  // every step, so the sampler needs no clamp of its own; latent entries are zeroed so that no
+  // value passed for them can reach the network.
+  const torch::Tensor observed_entries = model->layout().expand_node_mask(observed_nodes);
+  const diffusion::ModelFn fn = conditioned_model(
+      model, observed_nodes, observed_values * observed_entries.to(observed_values.scalar_type()));
   diffusion::SamplerOptions sampler;
   sampler.prediction = diffusion::Prediction::x0;
   sampler.ddim_eta = options.ddim_eta;

@@ -145,11 +145,9 @@ nlohmann::json evaluate(ProblemModel& trained, const TrainingBatch& examples,
   std::vector<torch::Tensor> samples;
   for (int64_t first = 0; first < count; first += batch) {
     const int64_t size = std::min(batch, count - first);
-    const torch::Tensor observed = examples.observed.narrow(0, first, size);
-    const torch::Tensor values =
-        examples.x0.narrow(0, first, size) *
-        trained.model->layout().expand_node_mask(observed).to(examples.x0.scalar_type());
-    samples.push_back(sample(trained.model, trained.schedule, observed, values, options));
+    samples.push_back(sample(trained.model, trained.schedule,
+                             examples.observed.narrow(0, first, size),
+                             examples.x0.narrow(0, first, size), options));
   }
   nlohmann::json metrics =
       trained.problem->score(trained.graph, trained.options, examples, torch::cat(samples, 0));
