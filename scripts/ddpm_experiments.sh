@@ -17,23 +17,10 @@ attentions="dense favor-softmax favor-relu linear"
 samples=1000
 ddim_steps=50
 parallel=2
-while [[ $# -gt 0 && $1 == --* ]]; do
-  [[ $# -ge 2 ]] || { echo "$1 needs a value" >&2; exit 2; }
-  case $1 in
-    --minutes) minutes=$2 ;;
-    --datasets) datasets=$2 ;;
-    --attentions) attentions=$2 ;;
-    --samples) samples=$2 ;;
-    --ddim-steps) ddim_steps=$2 ;;
-    --parallel) parallel=$2 ;;
-    *) echo "unknown option $1" >&2; exit 2 ;;
-  esac
-  shift 2
-done
-out=${1:?OUT_DIR missing; usage at the top of $0}
-shift
-extra=("$@")
 source "$(dirname "$0")/lib/experiments.sh"
+parse_options "--minutes --datasets --attentions --samples --ddim-steps --parallel" "$@"
+out=${arguments[0]:?OUT_DIR missing; usage at the top of $0}
+extra=("${arguments[@]:1}")
 
 # The recorded configuration (docs/results/ddpm-attention.md), every training option spelled out so
 # that a change of the tool's defaults does not change the experiment; extra options follow them.

@@ -21,31 +21,15 @@ pool=5000
 runs=5
 epochs=200
 validation=1000
-labels_values="10 50 100"
+labels="10 50 100"
 models=""      # empty: all models of each part
 threads=""    # empty: the binary's default (--threads not passed)
 bench_nodes=""  # empty: the benchmark's default sizes
-homophily_values="0.1 0.2 0.3 0.4 0.5 0.6 0.7 0.8 0.9"
+homophily="0.1 0.2 0.3 0.4 0.5 0.6 0.7 0.8 0.9"
 parts="fashion csbm scaling"
-while [[ $# -gt 0 && $1 == --* ]]; do
-  [[ $# -ge 2 ]] || { echo "$1 needs a value" >&2; exit 2; }
-  case $1 in
-    --pool) pool=$2 ;;
-    --runs) runs=$2 ;;
-    --epochs) epochs=$2 ;;
-    --validation) validation=$2 ;;
-    --labels) labels_values=$2 ;;
-    --models) models=$2 ;;
-    --threads) threads=$2 ;;
-    --bench-nodes) bench_nodes=$2 ;;
-    --homophily) homophily_values=$2 ;;
-    --parts) parts=$2 ;;
-    *) echo "unknown option $1" >&2; exit 2 ;;
-  esac
-  shift 2
-done
-out=${1:?OUT_DIR missing; usage at the top of $0}
 source "$(dirname "$0")/lib/experiments.sh"
+parse_options "--pool --runs --epochs --validation --labels --models --threads --bench-nodes --homophily --parts" "$@"
+out=${arguments[0]:?OUT_DIR missing; usage at the top of $0}
 mkdir -p "$out/fashion" "$out/csbm"
 
 # Arguments of `difformer train` for a model, named as its JSON names it.
@@ -78,7 +62,7 @@ train() {  # JSON_PATH MODEL [difformer train options...]
 table4_models=(mlp gcn gat difformer-s difformer-a)
 wants() { [[ " $parts " == *" $1 "* ]]; }
 selected() { [[ -z $models || " $models " == *" $1 "* ]]; }
-read -ra label_counts <<< "$labels_values"
+read -ra label_counts <<< "$labels"
 wants fashion && for labels in "${label_counts[@]}"; do
   for model in "${table4_models[@]}"; do
     selected "$model" || continue
@@ -96,7 +80,7 @@ csbm_settings=(--nodes 1000 --classes 5 --csbm-features 32 --degree 8 --signal 1
   --labels-per-class 20 --validation 500 --layers 2 --hidden 64 --heads 1 --tau 0.5 --dropout 0
   --no-value-projection --simple-norm per-node --lr 0.01 --weight-decay 5e-4 --batch 0)
 csbm_models=("${table4_models[@]}" transformer difformer-s+graph difformer-a+graph)
-read -ra homophilies <<< "$homophily_values"
+read -ra homophilies <<< "$homophily"
 wants csbm && for homophily in "${homophilies[@]}"; do
   for model in "${csbm_models[@]}"; do
     selected "$model" || continue

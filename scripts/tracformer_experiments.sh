@@ -26,21 +26,9 @@ seeds="1 2"
 models="tf-car tf-ac bart bert ar tf-car-dense tf-car-mixed"
 crops=200
 parallel=2
-while [[ $# -gt 0 && $1 == --* ]]; do
-  [[ $# -ge 2 ]] || { echo "$1 needs a value" >&2; exit 2; }
-  case $1 in
-    --minutes) minutes=$2 ;;
-    --train-steps) train_steps=$2 ;;
-    --seeds) seeds=$2 ;;
-    --models) models=$2 ;;
-    --crops) crops=$2 ;;
-    --parallel) parallel=$2 ;;
-    *) echo "unknown option $1" >&2; exit 2 ;;
-  esac
-  shift 2
-done
-out=${1:?OUT_DIR missing; usage at the top of $0}
 source "$(dirname "$0")/lib/experiments.sh"
+parse_options "--minutes --train-steps --seeds --models --crops --parallel" "$@"
+out=${arguments[0]:?OUT_DIR missing; usage at the top of $0}
 
 # Every training option spelled out, so a change of the tool's defaults cannot change the
 # experiment (tests/test_scripts.cpp checks that these command lines still parse).

@@ -16,18 +16,9 @@ set -euo pipefail
 cells="a1 a2-k1 a2-k2 a2-k3 a2-k4 a2-k5 a3-k2 a3-k3 a3-k4 a3-k5 a4-k2 a4-k3 a4-k4 a4-k5"
 seeds="1"
 parallel=1
-while [[ $# -gt 0 && $1 == --* ]]; do
-  [[ $# -ge 2 ]] || { echo "$1 needs a value" >&2; exit 2; }
-  case $1 in
-    --cells) cells=$2 ;;
-    --seeds) seeds=$2 ;;
-    --parallel) parallel=$2 ;;
-    *) echo "unknown option $1" >&2; exit 2 ;;
-  esac
-  shift 2
-done
-out=${1:?OUT_DIR missing; usage at the top of $0}
 source "$(dirname "$0")/lib/experiments.sh"
+parse_options "--cells --seeds --parallel" "$@"
+out=${arguments[0]:?OUT_DIR missing; usage at the top of $0}
 
 # Every training option spelled out, so a change of the tool's defaults cannot change the
 # experiment (tests/test_scripts.cpp checks that these command lines still parse).

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "structdiff/datasets.h"
+#include "structdiff/gsdm_problems.h"
 #include "support/temporary_files.h"
 
 namespace {
@@ -308,6 +309,49 @@ TEST(Cli, GsdmTrainEvalSampleAnyProblem) {
       << r.output;
   r = run("gsdm mask --problem sorting --size 20");
   EXPECT_TRUE(contains(r.output, "840 variables in 4 arrays; mask: 18478 entries")) << r.output;
+}
+
+// --stop-at ends training at the first validation that reaches the level (here any accuracy).
+TEST(Cli, GsdmTrainStopsAtAValidationMetricsLevel) {
+  const std::string model = temp_path("boolean1.pt");
+  Result r = run("gsdm train --problem boolean --size 1 --dim 16 --blocks 1 --heads 2 "
+                 "--train-steps 50 --validate-every 3 --validation-examples 4 "
+                 "--stop-at 'accuracy>=0' --out " + model);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(structdiff::gsdm::load_problem_model(model).metadata["trained_steps"], 3);
+  r = run("gsdm train --problem boolean --size 1 --validate-every 3 --stop-at accuracy=1 --out " + model);
+  EXPECT_TRUE(contains(r.output, "--stop-at takes METRIC>=LEVEL or METRIC<=LEVEL (e.g. accuracy>=1), "
+                                 "got 'accuracy=1'")) << r.output;
+  r = run("gsdm train --problem boolean --size 1 --validate-every 3 --stop-at 'acc>=1' --out " + model);
+  EXPECT_TRUE(contains(r.output, "--stop-at: boolean has no validation metric 'acc'; it has accuracy, "
+                                 "baseline_majority_accuracy")) << r.output;
+  r = run("gsdm train --problem boolean --size 1 --stop-at 'accuracy>=1' --out " + model);
+  EXPECT_TRUE(contains(r.output, "--stop-at needs --validate-every")) << r.output;
+}
+
+// A mask ablation is a model option: the model file records it, so eval rebuilds the same mask.
+TEST(Cli, GsdmMaskAblationsTrainAndTheirModelFilesKeepThem) {
+  const std::string model = temp_path("sorting3-random.pt");
+  Result r = run("gsdm train --problem sorting --size 3 --dim 16 --blocks 1 --heads 2 --mask random "
+                 "--mask-seed 4 --train-steps 2 --validate-every 2 --validation-examples 2 --out " +
+                 model);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run("gsdm eval --model " + model + " --count 2 --sample-steps 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const structdiff::gsdm::ProblemModel loaded = structdiff::gsdm::load_problem_model(model);
+  EXPECT_EQ(loaded.model->config().mask.rule, structdiff::graph::MaskRule::random);
+  EXPECT_EQ(loaded.model->config().mask.seed, 4u);
+  EXPECT_EQ(loaded.model->pattern(), loaded.graph.compile({structdiff::graph::MaskRule::random, 4}));
+  r = run("gsdm mask --problem sorting --size 2 --rule non-symmetrised");
+  EXPECT_TRUE(contains(r.output, "12 variables in 4 arrays; mask: 34 entries")) << r.output;
+  r = run("gsdm train --problem sorting --size 3 --attention dense --mask non-symmetrised "
+          "--train-steps 1 --out " + model);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.output, "dense attention uses no mask, so mask rule non-symmetrised has "
+                                 "no effect")) << r.output;
+  r = run("gsdm train --problem sorting --mask symmetric --train-steps 1 --out " + model);
+  EXPECT_TRUE(contains(r.output, "--mask: symmetric not in {standard,non-symmetrised,random}"))
+      << r.output;
 }
 
 class SudokuCli : public ::testing::Test {

@@ -171,6 +171,20 @@ TEST(TrainingLoop, NonFiniteLossStopsAndKeepsTheLastCheckpoint) {
   EXPECT_EQ(model_info(directory.file("run.ckpt"))["step"], 4);
 }
 
+// Early stopping ends the run at the validation that asks for it, not a step later.
+TEST(TrainingLoop, StopAfterEndsTheRunAtTheValidationThatAsksForIt) {
+  TemporaryDirectory directory;
+  TinyRun run;
+  LoopTask task = run.task();
+  int64_t validations = 0;
+  task.validate = [&] { return nlohmann::json{{"count", ++validations}}; };
+  task.stop_after = [](const nlohmann::json& metrics) { return metrics.at("count") == 2; };
+  LoopOptions o = options(directory, 20);
+  o.validate_every = 3;
+  EXPECT_EQ(run_training(task, o, 1).steps_done, 6);
+  EXPECT_EQ(model_info(directory.file("run.ckpt"))["step"], 6);
+}
+
 TEST(TrainingLoop, KeepingTheBestRestoresTheBestValidationsWeights) {
   TemporaryDirectory directory;
   TinyRun run;

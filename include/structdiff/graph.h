@@ -51,6 +51,19 @@ struct IndexPermutation {
 std::pair<std::string, int64_t> parse_axis(const std::string& text);
 std::vector<int64_t> parse_permutation(const std::string& text);
 
+// The paper's mask ablations (§4, Fig. 7) as variants of the compiled mask.
+enum class MaskRule {
+  standard,         // every edge in both directions, all pairs within each factor, self-edges
+  non_symmetrised,  // an edge p -> c lets only the child attend to its parent
+  random,  // as many undirected pairs as the standard mask, drawn uniformly, plus self-edges
+};
+struct MaskOptions {
+  MaskRule rule = MaskRule::standard;
+  uint64_t seed = 1;  // random: the draw (fixed per model, so a model file rebuilds its mask)
+};
+MaskRule parse_mask_rule(const std::string& name);  // "standard" | "non-symmetrised" | "random"
+std::string mask_rule_name(MaskRule rule);
+
 class GraphicalModel {
  public:
   // Validation errors throw std::invalid_argument naming the array and index; so does passing
@@ -72,8 +85,9 @@ class GraphicalModel {
   const std::vector<int64_t>& embedding_group_of_node() const { return group_of_node_; }
   int64_t num_embedding_groups() const { return num_groups_; }
 
-  // Paper §3.1: every edge in both directions, all pairs within each factor, self-edges.
-  AttentionPattern compile() const;
+  // Paper §3.1: every edge in both directions, all pairs within each factor, self-edges; or an
+  // ablation of it.
+  AttentionPattern compile(const MaskOptions& options = {}) const;
   // Theorem 3.1's condition: whether the compiled mask M satisfies M = pi M for the node
   // permutation pi induced by `permutation` (so sharing embeddings over it is valid).
   bool mask_invariant_under(const IndexPermutation& permutation) const;
@@ -82,6 +96,9 @@ class GraphicalModel {
   // JSON description (see docs/gsdm-spec.md). Errors name the offending entry; load also rejects
   // a key repeated within one object, which from_json cannot see.
   static GraphicalModel from_json(const nlohmann::json& spec);
+  // The description from_json reads back to this model: arrays, every edge and factor element by
+  // element, embedding groups (e.g. to hand a traced program to `structdiff gsdm mask --spec`).
+  nlohmann::json to_json() const;
   static GraphicalModel load(const std::string& path);
 
  private:

@@ -34,6 +34,8 @@ struct GsdmConfig {
   // sparse: the graphical model's mask with the fused kernel; gather: the same mask, packed;
   // dense: no mask at all (the unstructured baseline on the same code path).
   Mechanism attention = Mechanism::sparse;
+  // The graphical model's mask or one of the paper's ablations of it (sparse and gather only).
+  graph::MaskOptions mask;
 };
 // As every configuration: `nlohmann::json(config)` and `j.get<GsdmConfig>()` (missing or
 // mistyped keys throw).

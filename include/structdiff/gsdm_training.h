@@ -28,6 +28,8 @@ struct TrainingProblem {
   std::function<TrainingBatch(int64_t batch, std::mt19937_64& rng)> make_batch;
   // Metrics of the EMA model, e.g. accuracy on held-out examples; may be empty.
   std::function<nlohmann::json(Gsdm ema_model)> validate;
+  // Optional early stopping on the validation metrics (train::LoopTask::stop_after).
+  std::function<bool(const nlohmann::json& metrics)> stop_after;
   nlohmann::json metadata;  // stored in checkpoints: what is needed to rebuild the model
 };
 

@@ -183,6 +183,8 @@ struct LoopTask {
   std::function<torch::Tensor(int64_t step, std::mt19937_64& data, at::Generator& noise)> loss;
   // Metrics of ema_model (already in eval mode); may be empty.
   std::function<nlohmann::json()> validate;
+  // Optional early stopping: given each validation's metrics, whether the run ends at that step.
+  std::function<bool(const nlohmann::json& metrics)> stop_after;
   // Optional: what the task itself keeps from step to step (e.g. the best validation weights so
   // far), as parameters or buffers of a module; checkpoints save and restore it.
   torch::nn::Module* state = nullptr;

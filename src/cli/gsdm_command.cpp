@@ -1,7 +1,9 @@
 // `structdiff gsdm`: train, evaluate and sample a GSDM of any registered problem, and inspect a
 // graphical model: its attention mask and which index permutations leave the mask invariant
 // (Theorem 3.1).
+#include <cmath>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -25,6 +27,8 @@ struct GsdmOptions {
   std::string problem;
   gsdm::ProblemOptions problem_options;
   std::string png;
+  std::string rule = "standard";
+  uint64_t mask_seed = 1;
   std::vector<std::string> axes;
   std::string permutation;
 };
@@ -60,7 +64,7 @@ graph::GraphicalModel load(const GsdmOptions& o) {
 
 void show_mask(const GsdmOptions& o) {
   const graph::GraphicalModel model = load(o);
-  const AttentionPattern mask = model.compile();
+  const AttentionPattern mask = model.compile({graph::parse_mask_rule(o.rule), o.mask_seed});
   const PatternStats s = mask.stats();
   std::printf("%ld variables in %zu arrays; mask: %ld entries, degree min/mean/max %ld/%.2f/%ld, "
               "density %.4g\n",
@@ -110,8 +114,37 @@ struct TrainCommand {
   CLI::Option* batch_option = nullptr;
   gsdm::TrainingOptions training;
   int64_t validation_examples = 64;
+  std::string stop_at;
   std::string out = "gsdm.pt";
 };
+
+// --stop-at "accuracy>=1" or "rmse<=0.05": a validation metric and the level that ends training.
+struct StopCondition {
+  std::string metric;
+  bool at_least = true;
+  double level = 0;
+  bool met(const nlohmann::json& metrics) const {
+    const double value = metrics.at(metric).get<double>();
+    return at_least ? value >= level : value <= level;
+  }
+};
+
+StopCondition parse_stop_at(const std::string& text) {
+  for (const char* op : {">=", "<="}) {
+    const size_t at = text.find(op);
+    if (at == std::string::npos || at == 0) continue;
+    StopCondition c{text.substr(0, at), op[0] == '>', 0};
+    try {
+      size_t used = 0;
+      const std::string level = text.substr(at + 2);
+      c.level = std::stod(level, &used);
+      if (used == level.size() && std::isfinite(c.level)) return c;
+    } catch (const std::exception&) {
+    }
+  }
+  throw std::invalid_argument("--stop-at takes METRIC>=LEVEL or METRIC<=LEVEL (e.g. accuracy>=1), "
+                              "got '" + text + "'");
+}
 
 void run_train(const TrainCommand& c, const GlobalOptions& global) {
   const gsdm::Problem& problem = gsdm::find_problem(c.problem);
@@ -143,6 +176,19 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
   task.make_batch = [&](int64_t batch, std::mt19937_64& rng) {
     return problem.make_examples(trained.graph, options, batch, rng);
   };
+  std::optional<StopCondition> stop;
+  if (!c.stop_at.empty()) {
+    stop = parse_stop_at(c.stop_at);
+    if (training.validate_every == 0) throw std::invalid_argument("--stop-at needs --validate-every");
+    // The metric's names, known before training from scoring the examples' own values.
+    const nlohmann::json names = problem.score(trained.graph, options, validation, validation.x0);
+    if (!names.contains(stop->metric)) {
+      std::string known;
+      for (const auto& item : names.items()) known += (known.empty() ? "" : ", ") + item.key();
+      throw std::invalid_argument("--stop-at: " + problem.name + " has no validation metric '" +
+                                  stop->metric + "'; it has " + known);
+    }
+  }
   task.validate = [&](gsdm::Gsdm) {
     // Its own generator, restarted each time: every validation scores the same draws.
     SamplingOptions sampling;
@@ -152,6 +198,7 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
     metrics.erase("seconds");
     return metrics;
   };
+  if (stop) task.stop_after = [&](const nlohmann::json& metrics) { return stop->met(metrics); };
   int64_t parameters = 0;
   for (const auto& p : trained.model->parameters()) parameters += p.numel();
   const AttentionPattern& mask = trained.model->pattern();
@@ -277,6 +324,9 @@ void register_gsdm(CLI::App& app, const GlobalOptions& global, Action& action) {
   train->add_option("--validation-examples", t->validation_examples, "Examples per validation")
       ->check(positive())
       ->capture_default_str();
+  train->add_option("--stop-at", t->stop_at,
+                    "End training at the first validation whose metric reaches a level, e.g. "
+                    "'accuracy>=1' or 'rmse<=0.05' (quoted for the shell)");
   train->add_option("--out", t->out, "Trained model (EMA weights) to write")
       ->check(writable_file())
       ->capture_default_str();
@@ -314,6 +364,10 @@ void register_gsdm(CLI::App& app, const GlobalOptions& global, Action& action) {
   add_source_options(mask, *o);
   mask->add_option("--png", o->png, "Write the mask as a PNG")
       ->check(writable_file());
+  mask->add_option("--rule", o->rule, "standard, non-symmetrised or random (as gsdm train --mask)")
+      ->check(CLI::IsMember({"standard", "non-symmetrised", "random"}))
+      ->capture_default_str();
+  mask->add_option("--mask-seed", o->mask_seed, "The random mask's draw")->capture_default_str();
   mask->callback([o, mask, &action] {
     if (o->spec.empty() && o->sudoku_size == 0 && o->problem.empty()) {
       throw CLI::ValidationError("mask", "give --spec, --sudoku or --problem");

@@ -9,6 +9,7 @@ gsdm::GsdmConfig GsdmModelOptions::config() const {
   config.embedding = gsdm::parse_embedding(embedding);
   config.norm = gsdm::parse_norm(norm);
   config.attention = parse_mechanism(attention);
+  config.mask.rule = graph::parse_mask_rule(mask);
   return config;
 }
 
@@ -33,6 +34,14 @@ std::vector<CLI::Option*> add_gsdm_model_options(CLI::App& command, GsdmModelOpt
       .add_option("--attention", o.attention,
                   "sparse (structured), gather, or dense (unstructured)")
       ->check(CLI::IsMember({"sparse", "gather", "dense"}))
+      ->capture_default_str();
+  command
+      .add_option("--mask", o.mask,
+                  "standard, or an ablation: non-symmetrised (children attend to parents only) "
+                  "or random (as many pairs, drawn uniformly)")
+      ->check(CLI::IsMember({"standard", "non-symmetrised", "random"}))
+      ->capture_default_str();
+  command.add_option("--mask-seed", o.model.mask.seed, "The random mask's draw")
       ->capture_default_str();
   command.add_option("--schedule", o.schedule_kind, "linear or cosine")
       ->check(CLI::IsMember({"linear", "cosine"}))

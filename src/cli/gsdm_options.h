@@ -13,14 +13,14 @@ namespace structdiff::cli {
 
 struct GsdmModelOptions {
   gsdm::GsdmConfig model;
-  std::string embedding = "AE", norm = "token", attention = "sparse";
+  std::string embedding = "AE", norm = "token", attention = "sparse", mask = "standard";
   diffusion::ScheduleConfig schedule;
   std::string schedule_kind = "linear";
   gsdm::GsdmConfig config() const;  // with the names parsed
   diffusion::ScheduleConfig schedule_config() const;
 };
-// --dim, --blocks, --heads, --embedding, --norm, --attention, --schedule, --diffusion-steps,
-// --beta-start, --beta-end. Returns the options of the first four, to tell whether they were
+// --dim, --blocks, --heads, --embedding, --norm, --attention, --mask, --mask-seed, --schedule,
+// --diffusion-steps, --beta-start, --beta-end. Returns the options of the first four, to tell whether they were
 // given.
 std::vector<CLI::Option*> add_gsdm_model_options(CLI::App& command, GsdmModelOptions& options);
 

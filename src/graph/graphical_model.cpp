@@ -9,8 +9,10 @@
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <random>
 #include <set>
 #include <stdexcept>
+#include <unordered_set>
 
 #include "structdiff/graph.h"
 #include "util/text.h"
@@ -258,9 +260,69 @@ void GraphicalModel::add_embedding_group(const std::vector<Element>& members) {
   ++num_groups_;
 }
 
-AttentionPattern GraphicalModel::compile() const {
-  return patterns::unite({patterns::from_edges(num_nodes_, edges_, {true, true}),
-                          patterns::from_cliques(num_nodes_, factors_, true)});
+MaskRule parse_mask_rule(const std::string& name) {
+  for (MaskRule rule : {MaskRule::standard, MaskRule::non_symmetrised, MaskRule::random}) {
+    if (mask_rule_name(rule) == name) return rule;
+  }
+  throw std::invalid_argument("unknown mask rule " + single_quoted(name) +
+                              "; use standard, non-symmetrised or random");
+}
+
+std::string mask_rule_name(MaskRule rule) {
+  switch (rule) {
+    case MaskRule::standard: return "standard";
+    case MaskRule::non_symmetrised: return "non-symmetrised";
+    case MaskRule::random: return "random";
+  }
+  throw std::logic_error("mask_rule_name: unknown rule");
+}
+
+namespace {
+
+// `pairs` distinct unordered pairs {i, j}, i != j, of n nodes, uniformly (Floyd's algorithm over
+// the n(n-1)/2 pair indices), both directions of each, plus the diagonal.
+AttentionPattern random_symmetric(int64_t n, int64_t pairs, uint64_t seed) {
+  const int64_t total = n * (n - 1) / 2;
+  std::mt19937_64 rng(seed);
+  std::unordered_set<int64_t> taken;
+  std::vector<std::pair<int64_t, int64_t>> edges;
+  for (int64_t bound = total - pairs; bound < total; ++bound) {
+    int64_t p = std::uniform_int_distribution<int64_t>(0, bound)(rng);
+    if (!taken.insert(p).second) {
+      p = bound;
+      taken.insert(p);
+    }
+    // Pair index p in row-major order of the upper triangle, decoded from the end: q counts the
+    // pairs after p, and the last r + 1 rows hold (r + 1)(r + 2) / 2 of them.
+    const int64_t q = total - 1 - p;
+    auto r = static_cast<int64_t>((std::sqrt(8.0 * static_cast<double>(q) + 1.0) - 1.0) / 2.0);
+    while (r * (r + 1) / 2 > q) --r;
+    while ((r + 1) * (r + 2) / 2 <= q) ++r;
+    const int64_t i = n - 2 - r, j = n - 1 - (q - r * (r + 1) / 2);
+    edges.emplace_back(i, j);
+  }
+  return patterns::from_edges(n, edges, {true, true});
+}
+
+}  // namespace
+
+AttentionPattern GraphicalModel::compile(const MaskOptions& options) const {
+  const AttentionPattern standard =
+      patterns::unite({patterns::from_edges(num_nodes_, edges_, {true, true}),
+                       patterns::from_cliques(num_nodes_, factors_, true)});
+  switch (options.rule) {
+    case MaskRule::standard: return standard;
+    case MaskRule::non_symmetrised: {
+      // from_edges takes (query, key): the child queries its parent.
+      std::vector<std::pair<int64_t, int64_t>> child_to_parent;
+      for (const auto& [parent, child] : edges_) child_to_parent.emplace_back(child, parent);
+      return patterns::unite({patterns::from_edges(num_nodes_, child_to_parent, {false, true}),
+                              patterns::from_cliques(num_nodes_, factors_, true)});
+    }
+    case MaskRule::random:
+      return random_symmetric(num_nodes_, (standard.num_entries() - num_nodes_) / 2, options.seed);
+  }
+  throw std::logic_error("compile: unknown mask rule");
 }
 
 std::vector<int64_t> GraphicalModel::node_permutation(const IndexPermutation& p) const {
@@ -700,6 +762,32 @@ GraphicalModel GraphicalModel::from_json(const json& spec) {
     }
   }
   return model;
+}
+
+json GraphicalModel::to_json() const {
+  json arrays = json::array();
+  for (const Array& a : arrays_) {
+    json entry = {{"name", a.name}, {"shape", a.shape}};
+    if (a.type == VariableType::discrete) {
+      entry["type"] = "discrete";
+      entry["options"] = a.options;
+    }
+    arrays.push_back(entry);
+  }
+  const auto text = [&](int64_t node) { return element_text(element(node)); };
+  json edges = json::array(), factors = json::array(), groups = json::array();
+  for (const auto& [from, to] : edges_) edges.push_back({text(from), text(to)});
+  for (const auto& members : factors_) {
+    json factor = json::array();
+    for (int64_t node : members) factor.push_back(text(node));
+    factors.push_back(factor);
+  }
+  std::vector<json> group_members(num_groups_, json::array());
+  for (int64_t node = 0; node < num_nodes_; ++node) {
+    if (group_of_node_[node] >= 0) group_members[group_of_node_[node]].push_back(text(node));
+  }
+  for (json& members : group_members) groups.push_back(std::move(members));
+  return {{"arrays", arrays}, {"edges", edges}, {"factors", factors}, {"embedding_groups", groups}};
 }
 
 GraphicalModel GraphicalModel::load(const std::string& path) {

@@ -43,7 +43,9 @@ void to_json(nlohmann::json& j, const GsdmConfig& c) {
        {"heads", c.heads},
        {"embedding", embedding_name(c.embedding)},
        {"norm", c.norm == NormKind::token ? "token" : "group"},
-       {"attention", mechanism_name(c.attention)}};
+       {"attention", mechanism_name(c.attention)},
+       {"mask", graph::mask_rule_name(c.mask.rule)},
+       {"mask_seed", c.mask.seed}};
 }
 
 void from_json(const nlohmann::json& j, GsdmConfig& c) {
@@ -53,6 +55,9 @@ void from_json(const nlohmann::json& j, GsdmConfig& c) {
   c.embedding = parse_embedding(j.at("embedding").get<std::string>());
   c.norm = parse_norm(j.at("norm").get<std::string>());
   c.attention = parse_mechanism(j.at("attention").get<std::string>());
+  // Model files written before the mask ablations have the standard mask.
+  c.mask.rule = graph::parse_mask_rule(j.value("mask", std::string("standard")));
+  c.mask.seed = j.value("mask_seed", uint64_t{1});
 }
 
 // ---- state layout ------------------------------------------------------------------------------
@@ -163,7 +168,7 @@ GsdmImpl::GsdmImpl(const graph::GraphicalModel& model, GsdmConfig config)
     : config_(std::move(config)),
       layout_(model),
       num_nodes_(model.num_nodes()),
-      pattern_(model.compile()) {
+      pattern_(model.compile(config_.mask)) {
   const int64_t dim = config_.dim;
   if (dim < 2 || config_.heads < 1 || dim % config_.heads != 0 || config_.blocks < 1) {
     throw std::invalid_argument("GSDM: dim (" + std::to_string(dim) +
@@ -175,6 +180,10 @@ GsdmImpl::GsdmImpl(const graph::GraphicalModel& model, GsdmConfig config)
       config_.attention != Mechanism::gather) {
     throw std::invalid_argument("GSDM attention must be sparse, gather or dense, got " +
                                 mechanism_name(config_.attention));
+  }
+  if (config_.attention == Mechanism::dense && config_.mask.rule != graph::MaskRule::standard) {
+    throw std::invalid_argument("GSDM: dense attention uses no mask, so mask rule " +
+                                graph::mask_rule_name(config_.mask.rule) + " has no effect");
   }
   if (config_.attention != Mechanism::dense) pattern_batch_ = std::make_unique<PatternBatch>(pattern_);
 

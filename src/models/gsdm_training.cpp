@@ -30,6 +30,7 @@ TrainingResult train(Gsdm model, Gsdm ema_model, const diffusion::NoiseSchedule&
     return training_loss(model, schedule, batch.x0, batch.observed, noise);
   };
   if (problem.validate) task.validate = [&] { return problem.validate(ema_model); };
+  task.stop_after = problem.stop_after;
   task.metadata = problem.metadata;
   return train::run_training(task, options, data_seed);
 }

@@ -254,7 +254,7 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
     optimizer.step();
     ema.update(model);
     ++step;
-    const bool keep_going =
+    bool keep_going =
         !task.on_step ||
         task.on_step(step, std::chrono::duration<double>(Clock::now() - step_started).count());
 
@@ -273,6 +273,7 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
       for (const auto& item : metrics.items()) {
         if (item.value().is_number()) shown[item.key()] = item.value().get<double>();
       }
+      if (task.stop_after && task.stop_after(metrics)) keep_going = false;
       metrics["step"] = step;
       metrics["seconds"] = elapsed();
       if (log) log->write(metrics);
