@@ -55,8 +55,10 @@ def main():
                       label=f"{variant} intermediates")
             for d, r in points:
                 if not r["fit"]:
-                    axes.annotate("cap", (d, r["step"]), textcoords="offset points", xytext=(4, 4))
+                    axes.annotate("not fitted by here", (d, r["step"]), textcoords="offset points",
+                                  xytext=(-100, 6), fontsize=8)
         axes.set_yscale("log")
+        axes.set_xticks(sorted({d for d, _, _ in runs}))
         axes.set_xlabel("circuit depth n")
         axes.set_ylabel("training steps to 16/16")
         axes.legend()

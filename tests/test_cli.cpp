@@ -309,6 +309,37 @@ TEST(Cli, GsdmTrainEvalSampleAnyProblem) {
       << r.output;
   r = run("gsdm mask --problem sorting --size 20");
   EXPECT_TRUE(contains(r.output, "840 variables in 4 arrays; mask: 18478 entries")) << r.output;
+  // The problem's defaults apply, so help shows no generic ones.
+  r = run("gsdm train --help");
+  EXPECT_TRUE(contains(r.output, "--lr FLOAT                  AdamW learning rate (default: the problem's)"))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "--dim INT:POSITIVE          Embedding dimension (default: the problem's)"))
+      << r.output;
+}
+
+// Size generalisation: an EE model of BCMF runs at other sizes; an IE one is refused by name.
+TEST(Cli, GsdmEvalAtAnotherSize) {
+  const std::string model = temp_path("bcmf-ee.pt"), json = temp_path("bcmf-ee.json");
+  Result r = run("gsdm train --problem bcmf --size 2,2,2 --dim 16 --blocks 1 --heads 2 --embedding EE "
+                 "--train-steps 2 --out " + model);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run("gsdm eval --model " + model + " --size 4,3,2 --count 2 --sample-steps 2 --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "bcmf (size 4,3,2, trained at 2,2,2), 2 examples")) << r.output;
+  const nlohmann::json result = nlohmann::json::parse(std::ifstream(json));
+  EXPECT_EQ(result["trained_size"], "2,2,2");
+  EXPECT_EQ(result["problem_options"]["size"], (std::vector<int64_t>{4, 3, 2}));
+  r = run("gsdm train --problem bcmf --size 2,2,2 --dim 16 --blocks 1 --heads 2 --embedding IE "
+          "--train-steps 1 --out " + model);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run("gsdm eval --model " + model + " --size 3,2,2 --count 2 --sample-steps 2");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.output, "was trained at size 2,2,2 and cannot run at size 3,2,2: its "
+                                 "parameter node_table.weight depends on the problem's size"))
+      << r.output;
+  r = run("gsdm eval --model " + model + " --size 300,2,2 --count 2");
+  EXPECT_TRUE(contains(r.output, "--size for bcmf (m,n,k: E is m x n, the rank k) must be in"))
+      << r.output;
 }
 
 // --stop-at ends training at the first validation that reaches the level (here any accuracy).

@@ -84,6 +84,11 @@ nlohmann::json problem_model_metadata(const Problem& problem, const ProblemOptio
                                       const diffusion::ScheduleConfig& schedule);
 ProblemModel build_problem_model(const nlohmann::json& metadata);  // fresh weights
 ProblemModel load_problem_model(const std::string& path);
+// Size generalisation: the model rebuilt on the graph of `size` with the file's parameters, where
+// none depends on the node count (EE embeddings; IE has a row per variable); otherwise throws
+// std::invalid_argument naming the parameter and both sizes. metadata["trained_size"] records
+// the file's size. An empty `size` or the file's own loads the file as it is.
+ProblemModel load_problem_model(const std::string& path, const std::vector<int64_t>& size);
 void save_problem_model(const std::string& path, ProblemModel& trained);
 
 // Samples `examples` conditioned on their observed variables in batches of `batch` and scores

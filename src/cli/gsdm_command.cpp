@@ -230,6 +230,7 @@ gsdm::TrainingBatch test_examples(const gsdm::ProblemModel& trained, int64_t cou
 
 struct EvalCommand {
   std::string model_path;
+  std::string size;
   bool training_distribution = false;
   int64_t count = 64;
   int64_t batch = 64;
@@ -238,13 +239,17 @@ struct EvalCommand {
 };
 
 void run_eval(const EvalCommand& c, const GlobalOptions& global) {
-  gsdm::ProblemModel trained = gsdm::load_problem_model(c.model_path);
+  const std::vector<int64_t> size = c.size.empty() ? std::vector<int64_t>{} : gsdm::parse_size(c.size);
+  gsdm::ProblemModel trained = gsdm::load_problem_model(c.model_path, size);
   const gsdm::TrainingBatch examples =
       test_examples(trained, c.count, c.training_distribution, global.seed);
   const nlohmann::json metrics = gsdm::evaluate(
       trained, examples, c.sampling.sample_options(global.seed + kTestStream), c.batch);
-  std::printf("%s (size %s%s), %ld examples, %s sampler:\n", trained.problem->name.c_str(),
+  std::printf("%s (size %s%s%s), %ld examples, %s sampler:\n", trained.problem->name.c_str(),
               gsdm::size_text(trained.options.size).c_str(),
+              trained.metadata.contains("trained_size")
+                  ? (", trained at " + trained.metadata["trained_size"].get<std::string>()).c_str()
+                  : "",
               trained.options.intermediates ? "" : ", no intermediates",
               static_cast<long>(c.count), c.sampling.sampler.c_str());
   for (const auto& [name, value] : metrics.items()) {
@@ -255,6 +260,8 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
                     {{"model", c.model_path},
                      {"problem", trained.problem->name},
                      {"problem_options", trained.options},
+                     {"trained_size", trained.metadata.value("trained_size",
+                                                             gsdm::size_text(trained.options.size))},
                      {"examples", trained.problem->make_test_examples && !c.training_distribution
                                       ? "test"
                                       : "training distribution"},
@@ -319,6 +326,11 @@ void register_gsdm(CLI::App& app, const GlobalOptions& global, Action& action) {
   t->architecture_options = add_gsdm_model_options(*train, t->model);
   add_training_loop_options(*train, t->training);
   t->learning_rate_option = train->get_option("--lr");
+  // The problem supplies these defaults (paper Table 2), so --help must not show the generic ones.
+  t->learning_rate_option->description("AdamW learning rate (default: the problem's)")->default_str("");
+  for (CLI::Option* option : t->architecture_options) {
+    option->description(option->get_description() + " (default: the problem's)")->default_str("");
+  }
   t->batch_option = train->add_option("--batch", t->training.batch, "Batch size (default: the problem's)")
                         ->check(positive());
   train->add_option("--validation-examples", t->validation_examples, "Examples per validation")
@@ -339,6 +351,9 @@ void register_gsdm(CLI::App& app, const GlobalOptions& global, Action& action) {
       ->required()
       ->check(CLI::ExistingFile);
   eval->add_option("--count", e->count, "Examples")->check(positive())->capture_default_str();
+  eval->add_option("--size", e->size,
+                   "Evaluate at another size of the problem than the model was trained at (needs "
+                   "--embedding EE weights), e.g. 16,16,4");
   eval->add_flag("--training-distribution", e->training_distribution,
                  "Score fresh training examples instead of the problem's test examples");
   eval->add_option("--batch", e->batch, "Examples sampled at once")

@@ -99,14 +99,22 @@ nlohmann::json problem_model_metadata(const Problem& problem, const ProblemOptio
           {"schedule", schedule}};
 }
 
+namespace {
+
+ProblemOptions stored_options(const nlohmann::json& metadata) {
+  // Files of `sudoku train` (kind "sudoku") name their block side "n".
+  return resolve_options(find_problem(metadata.at("problem").get<std::string>()),
+                         metadata.contains("problem_options")
+                             ? metadata.at("problem_options").get<ProblemOptions>()
+                             : ProblemOptions{{metadata.at("n").get<int64_t>()}, true});
+}
+
+}  // namespace
+
 ProblemModel build_problem_model(const nlohmann::json& metadata) {
   ProblemModel built;
   built.problem = &find_problem(metadata.at("problem").get<std::string>());
-  // Files of `sudoku train` (kind "sudoku") name their block side "n".
-  built.options = metadata.contains("problem_options")
-                      ? metadata.at("problem_options").get<ProblemOptions>()
-                      : ProblemOptions{{metadata.at("n").get<int64_t>()}, true};
-  built.options = resolve_options(*built.problem, built.options);
+  built.options = stored_options(metadata);
   built.graph = built.problem->graph(built.options);
   built.model = Gsdm(built.graph, metadata.at("model").get<GsdmConfig>());
   built.schedule =
@@ -131,6 +139,40 @@ ProblemModel load_problem_model(const std::string& path) {
     return *loaded.model;
   });
   return loaded;
+}
+
+ProblemModel load_problem_model(const std::string& path, const std::vector<int64_t>& size) {
+  ProblemModel trained = load_problem_model(path);
+  if (size.empty() || size == trained.options.size) return trained;
+  // The graph's own tensors (mask, embedding rows per node) are rebuilt for the new size; the
+  // learned parameters are copied and must keep their shapes.
+  ProblemOptions options = trained.options;
+  options.size = size;
+  nlohmann::json metadata = trained.metadata;
+  metadata["problem_options"] = resolve_options(*trained.problem, options);
+  metadata["trained_size"] = size_text(trained.options.size);
+  ProblemModel resized = build_problem_model(metadata);
+  const auto source = trained.model->named_parameters();
+  torch::NoGradGuard no_grad;
+  for (auto& item : resized.model->named_parameters()) {
+    const std::string& name = item.key();
+    torch::Tensor& parameter = item.value();
+    const torch::Tensor* found = source.find(name);
+    if (found == nullptr) throw std::logic_error("load_problem_model: no parameter " + name);
+    const torch::Tensor& learned = *found;
+    if (!learned.sizes().equals(parameter.sizes())) {
+      throw std::invalid_argument(
+          path + " was trained at size " + size_text(trained.options.size) +
+          " and cannot run at size " + size_text(size) + ": its parameter " + name +
+          " depends on the problem's size (" + std::to_string(learned.numel()) + " vs " +
+          std::to_string(parameter.numel()) +
+          " values); models trained with --embedding EE on a problem whose variables keep "
+          "their options transfer");
+    }
+    parameter.copy_(learned);
+  }
+  resized.model->eval();
+  return resized;
 }
 
 void save_problem_model(const std::string& path, ProblemModel& trained) {
