@@ -374,6 +374,40 @@ TEST(Tracer, TracingSimulatesTheProgram) {
   EXPECT_EQ(t.observed().sum().item<int64_t>(), 6);
 }
 
+// A generative program is a whole GSDM problem: its graph, and examples from running it.
+TEST(Tracer, AProgramIsAProblem) {
+  gsdm::Problem sorting;
+  sorting.name = "traced-sorting";
+  const gsdm::Problem p = gsdm::traced_problem(
+      sorting, [](Tracer& t, const gsdm::ProblemOptions& o, std::mt19937_64& rng) {
+        t = sorting_program(o.size.at(0), o.intermediates, rng);
+      });
+  for (const bool intermediates : {true, false}) {
+    const gsdm::ProblemOptions options{{4}, intermediates};
+    const GraphicalModel graph = p.graph(options);
+    expect_same_model(graph, registry_graph("sorting", {4}, intermediates));
+    std::mt19937_64 rng(5);
+    const gsdm::TrainingBatch batch = p.make_examples(graph, options, 3, rng);
+    const gsdm::StateLayout layout(graph);
+    const torch::Tensor values = gsdm::decode_state(layout, graph, batch.x0);
+    const auto part = [&](const char* name) {
+      return values.narrow(1, graph.array(name).first_node, graph.array(name).size());
+    };
+    EXPECT_TRUE(part("s").equal(std::get<0>(part("u").sort(1))));
+    EXPECT_EQ(batch.observed.sum().item<int64_t>(), 3 * 4);  // u only
+    EXPECT_FALSE(batch.x0[0].equal(batch.x0[1]));
+  }
+  const gsdm::Problem ragged = gsdm::traced_problem(
+      sorting, [](Tracer& t, const gsdm::ProblemOptions&, std::mt19937_64& rng) {
+        const int64_t n = rng() % 2 == 0 ? 2 : 3;
+        for (int64_t i = 0; i < n; ++i) t.sample("x", {i}, VariableType::continuous, 0);
+      });
+  const gsdm::ProblemOptions options{{1}, true};
+  std::mt19937_64 rng(1);
+  EXPECT_THROW_WITH(ragged.make_examples(ragged.graph(options), options, 16, rng),
+                    std::invalid_argument, "what it creates must not depend on its draws");
+}
+
 // ---- bad programs ---------------------------------------------------------------------------------
 
 TEST(Tracer, BadProgramsAreNamed) {

@@ -17,6 +17,7 @@
 #include "structdiff/graph.h"
 #include "structdiff/gsdm.h"
 #include "structdiff/gsdm_training.h"
+#include "structdiff/tracer.h"
 
 namespace structdiff::gsdm {
 
@@ -62,6 +63,15 @@ struct Problem {
                               int64_t count, std::mt19937_64& rng)>
       make_test_examples;
 };
+
+// A problem written as a generative program (graph::Tracer): each run of `program` on a fresh
+// tracer is one example (its values; its observe() calls mark what is observed), and the trace of
+// a run is the graph. Fills `problem.graph` (a run with a fixed seed) and `problem.make_examples`;
+// the rest (name, sizes, configuration, score) is the caller's. Every run must trace the same
+// variables: a run that traces another number throws std::invalid_argument.
+using GenerativeProgram =
+    std::function<void(graph::Tracer& tracer, const ProblemOptions& options, std::mt19937_64& rng)>;
+Problem traced_problem(Problem problem, GenerativeProgram program);
 
 const std::vector<Problem>& problems();
 // Throws std::invalid_argument listing the problems (and the nearest name) for an unknown one.

@@ -89,6 +89,35 @@ ProblemOptions resolve_options(const Problem& problem, ProblemOptions options) {
   return options;
 }
 
+Problem traced_problem(Problem problem, GenerativeProgram program) {
+  problem.graph = [program](const ProblemOptions& options) {
+    graph::Tracer tracer({options.intermediates});
+    std::mt19937_64 rng(0);
+    program(tracer, options, rng);
+    return tracer.graph();
+  };
+  problem.make_examples = [program](const graph::GraphicalModel& model,
+                                    const ProblemOptions& options, int64_t count,
+                                    std::mt19937_64& rng) {
+    std::vector<torch::Tensor> values, observed;
+    for (int64_t example = 0; example < count; ++example) {
+      graph::Tracer tracer({options.intermediates});
+      program(tracer, options, rng);
+      values.push_back(tracer.values());
+      if (values.back().numel() != model.num_nodes()) {
+        throw std::invalid_argument(
+            "the generative program traced " + std::to_string(values.back().numel()) +
+            " variables in one run and " + std::to_string(model.num_nodes()) +
+            " in the run that made the graph; what it creates must not depend on its draws");
+      }
+      observed.push_back(tracer.observed());
+    }
+    return TrainingBatch{encode_state(StateLayout(model), model, torch::stack(values)),
+                         torch::stack(observed)};
+  };
+  return problem;
+}
+
 nlohmann::json problem_model_metadata(const Problem& problem, const ProblemOptions& options,
                                       const GsdmConfig& config,
                                       const diffusion::ScheduleConfig& schedule) {
