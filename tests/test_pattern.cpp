@@ -12,23 +12,13 @@
 #include <gtest/gtest.h>
 
 #include "support/gradcheck.h"
+#include "support/pattern_rows.h"
 #include "support/temporary_files.h"
 
 namespace structdiff {
 namespace {
 
 using patterns::Direction;
-using Rows = std::vector<std::vector<int64_t>>;
-
-Rows rows_of(const AttentionPattern& pattern) {
-  Rows rows(pattern.num_queries());
-  for (int64_t row = 0; row < pattern.num_queries(); ++row) {
-    rows[row].assign(pattern.col_indices().begin() + pattern.row_offsets()[row],
-                     pattern.col_indices().begin() + pattern.row_offsets()[row + 1]);
-  }
-  return rows;
-}
-
 std::vector<int64_t> row_of(const AttentionPattern& pattern, int64_t row) {
   return rows_of(pattern)[row];
 }

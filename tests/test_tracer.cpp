@@ -13,20 +13,10 @@
 #include "structdiff/sudoku_model.h"
 #include "structdiff/tracer.h"
 #include "support/expect_throw.h"
+#include "support/pattern_rows.h"
 
 namespace structdiff::graph {
 namespace {
-
-using Rows = std::vector<std::vector<int64_t>>;
-
-Rows rows_of(const AttentionPattern& p) {
-  Rows rows(p.num_queries());
-  for (int64_t q = 0; q < p.num_queries(); ++q) {
-    rows[q].assign(p.col_indices().begin() + p.row_offsets()[q],
-                   p.col_indices().begin() + p.row_offsets()[q + 1]);
-  }
-  return rows;
-}
 
 // Embedding groups as a partition: group ids renumbered by first appearance.
 std::vector<int64_t> canonical_groups(const GraphicalModel& m) {
