@@ -60,14 +60,16 @@ Tracer product_program(int64_t m, int64_t n, int64_t k, VariableType r_type, boo
   std::vector<std::vector<Traced>> A(m), R(k);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t l = 0; l < k; ++l) {
-      A[i].push_back(observe_a ? t.observe("A", {i, l}, VariableType::continuous, 0, {}, uniform(rng))
-                               : t.sample("A", {i, l}, VariableType::continuous, 0, {}, uniform(rng)));
+      A[i].push_back(observe_a
+                         ? t.observe("A", {i, l}, VariableType::continuous, 0, {}, uniform(rng))
+                         : t.sample("A", {i, l}, VariableType::continuous, 0, {}, uniform(rng)));
     }
   }
   const int64_t r_options = r_type == VariableType::discrete ? 2 : 0;
   for (int64_t l = 0; l < k; ++l) {
     for (int64_t j = 0; j < n; ++j) {
-      const double r = r_type == VariableType::discrete ? (uniform(rng) < 0.3 ? 1.0 : 0.0) : uniform(rng);
+      const double r =
+          r_type == VariableType::discrete ? (uniform(rng) < 0.3 ? 1.0 : 0.0) : uniform(rng);
       R[l].push_back(t.sample("R", {l, j}, r_type, r_options, {}, r));
     }
   }
@@ -93,7 +95,8 @@ Tracer sorting_program(int64_t n, bool intermediates, std::mt19937_64& rng) {
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return drawn[a] < drawn[b]; });
-  for (int64_t j = 0; j < n; ++j) u.push_back(t.observe("u", {j}, VariableType::continuous, 0, {}, drawn[j]));
+  for (int64_t j = 0; j < n; ++j)
+    u.push_back(t.observe("u", {j}, VariableType::continuous, 0, {}, drawn[j]));
   std::vector<std::vector<Traced>> P(n);
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t j = 0; j < n; ++j) {
@@ -132,15 +135,17 @@ Tracer circuit_program(int64_t depth, bool intermediates, std::mt19937_64& rng) 
   Tracer t({intermediates});
   std::vector<Traced> layer;
   for (int64_t i = 0; i < (int64_t{1} << depth); ++i) {
-    layer.push_back(t.observe("x", {i}, VariableType::discrete, 2, {}, static_cast<double>(rng() & 1)));
+    layer.push_back(
+        t.observe("x", {i}, VariableType::discrete, 2, {}, static_cast<double>(rng() & 1)));
   }
   for (int64_t level = 1; level <= depth; ++level) {
     std::vector<Traced> next;
     for (size_t g = 0; g < layer.size() / 2; ++g) {
       const Traced out = logical_and(layer[2 * g], layer[2 * g + 1]);
-      next.push_back(level == depth ? t.dirac("y", {}, out, VariableType::discrete, 2)
-                                    : t.intermediate("h" + std::to_string(level), {static_cast<int64_t>(g)},
-                                                     out, VariableType::discrete, 2));
+      next.push_back(level == depth
+                         ? t.dirac("y", {}, out, VariableType::discrete, 2)
+                         : t.intermediate("h" + std::to_string(level), {static_cast<int64_t>(g)},
+                                          out, VariableType::discrete, 2));
     }
     layer = next;
   }
@@ -153,7 +158,8 @@ Tracer sudoku_program(int64_t n) {
   std::vector<std::vector<Traced>> cell(side);
   for (int64_t r = 0; r < side; ++r) {
     for (int64_t c = 0; c < side; ++c) {
-      cell[r].push_back(t.sample("cell", {r, c}, VariableType::discrete, side, {}, (r * n + r / n + c) % side));
+      cell[r].push_back(
+          t.sample("cell", {r, c}, VariableType::discrete, side, {}, (r * n + r / n + c) % side));
     }
   }
   for (int64_t i = 0; i < side; ++i) {
@@ -176,16 +182,19 @@ Tracer sudoku_program(int64_t n) {
   return t;
 }
 
-GraphicalModel registry_graph(const std::string& name, std::vector<int64_t> size, bool intermediates) {
+GraphicalModel registry_graph(const std::string& name, std::vector<int64_t> size,
+                              bool intermediates) {
   const gsdm::Problem& p = gsdm::find_problem(name);
   return p.graph(gsdm::resolve_options(p, {std::move(size), intermediates}));
 }
 
-// ---- spec note §3.3 ------------------------------------------------------------------------------
+// ---- spec note §3.3
+// ------------------------------------------------------------------------------
 
 TEST(Tracer, BcmfWithIntermediatesIsWorkedExampleA) {
   std::mt19937_64 rng(1);
-  const GraphicalModel m = product_program(1, 2, 2, VariableType::discrete, false, true, rng).graph();
+  const GraphicalModel m =
+      product_program(1, 2, 2, VariableType::discrete, false, true, rng).graph();
   const Rows expected = {{0, 6, 8},     {1, 7, 9},     {2, 6},        {3, 8},
                          {4, 7},        {5, 9},        {0, 2, 6, 10}, {1, 4, 7, 10},
                          {0, 3, 8, 11}, {1, 5, 9, 11}, {6, 7, 10},    {8, 9, 11}};
@@ -195,8 +204,10 @@ TEST(Tracer, BcmfWithIntermediatesIsWorkedExampleA) {
 
 TEST(Tracer, DroppingIntermediatesIsWorkedExampleB) {
   std::mt19937_64 rng(1);
-  const GraphicalModel m = product_program(1, 2, 2, VariableType::discrete, false, false, rng).graph();
-  const Rows expected = {{0, 6, 7}, {1, 6, 7}, {2, 6}, {3, 7}, {4, 6}, {5, 7}, {0, 1, 2, 4, 6}, {0, 1, 3, 5, 7}};
+  const GraphicalModel m =
+      product_program(1, 2, 2, VariableType::discrete, false, false, rng).graph();
+  const Rows expected = {{0, 6, 7}, {1, 6, 7}, {2, 6},          {3, 7},
+                         {4, 6},    {5, 7},    {0, 1, 2, 4, 6}, {0, 1, 3, 5, 7}};
   EXPECT_EQ(rows_of(m.compile()), expected);
 }
 
@@ -204,11 +215,13 @@ TEST(Tracer, DroppingIntermediatesIsWorkedExampleB) {
 // (examples/bcmf-small.json: A and E transposed, C named K and indexed [l, j, i]).
 TEST(Tracer, Figure17ProgramIsTheHandBuiltBcmf) {
   std::mt19937_64 rng(1);
-  const GraphicalModel traced = product_program(3, 3, 2, VariableType::discrete, false, true, rng).graph();
+  const GraphicalModel traced =
+      product_program(3, 3, 2, VariableType::discrete, false, true, rng).graph();
   EXPECT_EQ(traced.num_nodes(), 39);
   EXPECT_EQ(traced.compile().num_entries(), 147);
   expect_same_model(traced, registry_graph("bcmf", {3, 3, 2}, true));
-  const GraphicalModel json = GraphicalModel::load(STRUCTDIFF_SOURCE_DIR "/examples/bcmf-small.json");
+  const GraphicalModel json =
+      GraphicalModel::load(STRUCTDIFF_SOURCE_DIR "/examples/bcmf-small.json");
   const auto in_json = [&](int64_t node) {
     Element e = traced.element(node);
     if (e.array == "A" || e.array == "E") std::swap(e.index[0], e.index[1]);
@@ -234,8 +247,8 @@ TEST(Tracer, BooleanCircuitIsWorkedExampleD) {
 
 TEST(Tracer, SortingWithFactorsIsWorkedExampleE) {
   std::mt19937_64 rng(1);
-  const Rows expected = {{0, 6, 8},     {1, 7, 9},     {2, 3, 4, 6},  {2, 3, 5, 7},
-                         {2, 4, 5, 8},  {3, 4, 5, 9},  {0, 2, 6, 10}, {1, 3, 7, 10},
+  const Rows expected = {{0, 6, 8},     {1, 7, 9},     {2, 3, 4, 6},   {2, 3, 5, 7},
+                         {2, 4, 5, 8},  {3, 4, 5, 9},  {0, 2, 6, 10},  {1, 3, 7, 10},
                          {0, 4, 8, 11}, {1, 5, 9, 11}, {6, 7, 10, 11}, {8, 9, 10, 11}};
   const AttentionPattern mask = sorting_program(2, true, rng).graph().compile();
   EXPECT_EQ(rows_of(mask), expected);
@@ -264,7 +277,8 @@ TEST(Tracer, EdgesAreOneHop) {
   EXPECT_EQ(rows_of(t.graph().compile()), (Rows{{0, 1}, {0, 1, 2}, {1, 2}}));
 }
 
-// ---- the five families against their hand-built graphs -------------------------------------------
+// ---- the five families against their hand-built graphs
+// -------------------------------------------
 
 TEST(Tracer, EveryProblemFamilyTracesToItsHandBuiltGraph) {
   std::mt19937_64 rng(7);
@@ -275,12 +289,15 @@ TEST(Tracer, EveryProblemFamilyTracesToItsHandBuiltGraph) {
                         registry_graph("sorting", {n}, intermediates));
     }
     for (std::vector<int64_t> s : {std::vector<int64_t>{3, 3, 2}, {8, 8, 4}, {5, 7, 3}}) {
-      expect_same_model(product_program(s[0], s[1], s[2], VariableType::discrete, false, intermediates, rng).graph(),
-                        registry_graph("bcmf", s, intermediates));
+      expect_same_model(
+          product_program(s[0], s[1], s[2], VariableType::discrete, false, intermediates, rng)
+              .graph(),
+          registry_graph("bcmf", s, intermediates));
     }
     for (int64_t n : {2, 5}) {
-      expect_same_model(product_program(n, n, n, VariableType::continuous, true, intermediates, rng).graph(),
-                        registry_graph("matrix-inversion", {n}, intermediates));
+      expect_same_model(
+          product_program(n, n, n, VariableType::continuous, true, intermediates, rng).graph(),
+          registry_graph("matrix-inversion", {n}, intermediates));
     }
     for (int64_t depth : {1, 2, 5}) {
       expect_same_model(circuit_program(depth, intermediates, rng).graph(),
@@ -294,9 +311,10 @@ TEST(Tracer, EveryProblemFamilyTracesToItsHandBuiltGraph) {
 // --spec` draws), scalars and embedding groups included.
 TEST(Tracer, ModelsRoundTripThroughTheirJsonSpec) {
   std::mt19937_64 rng(1);
-  for (const GraphicalModel& m : {sorting_program(4, true, rng).graph(), circuit_program(3, false, rng).graph(),
-                                  product_program(2, 3, 2, VariableType::discrete, false, true, rng).graph(),
-                                  sudoku_program(2).graph()}) {
+  for (const GraphicalModel& m :
+       {sorting_program(4, true, rng).graph(), circuit_program(3, false, rng).graph(),
+        product_program(2, 3, 2, VariableType::discrete, false, true, rng).graph(),
+        sudoku_program(2).graph()}) {
     const nlohmann::json spec = m.to_json();
     expect_same_model(GraphicalModel::from_json(nlohmann::json::parse(spec.dump())), m);
   }
@@ -310,7 +328,8 @@ TEST(Tracer, PlatePermutationsPassTheInvarianceCheck) {
   ASSERT_EQ(perms.size(), 5u);  // i and j: a swap and a cycle each; l (extent 2): one swap
   const GraphicalModel hand_built = registry_graph("bcmf", {3, 4, 2}, true);
   for (const IndexPermutation& p : perms) EXPECT_TRUE(hand_built.mask_invariant_under(p));
-  EXPECT_EQ(perms[4].axes, (std::vector<std::pair<std::string, int64_t>>{{"A", 1}, {"R", 0}, {"C", 2}}));
+  EXPECT_EQ(perms[4].axes,
+            (std::vector<std::pair<std::string, int64_t>>{{"A", 1}, {"R", 0}, {"C", 2}}));
   EXPECT_EQ(perms[4].permutation, (std::vector<int64_t>{1, 0}));
   // Without intermediates the plates skip the dropped array C.
   const Tracer without = product_program(3, 4, 2, VariableType::discrete, false, false, rng);
@@ -325,7 +344,8 @@ TEST(Tracer, APlateThatIsNoSymmetryIsRejected) {
   Tracer t;
   t.plate("j", {{"u", 0}});  // P's columns carry j too, but are not listed
   std::vector<Traced> u;
-  for (int64_t j = 0; j < 3; ++j) u.push_back(t.observe("u", {j}, VariableType::continuous, 0, {}, 0.0));
+  for (int64_t j = 0; j < 3; ++j)
+    u.push_back(t.observe("u", {j}, VariableType::continuous, 0, {}, 0.0));
   for (int64_t j = 0; j < 3; ++j) t.dirac("s", {j}, u[j] + u[(j + 1) % 3] * (j == 0 ? 1.0 : 0.0));
   EXPECT_THROW_WITH(t.graph(), std::invalid_argument,
                     "relabelling the index of a plate over u:0 changes the mask, so its variables "
@@ -336,10 +356,12 @@ TEST(Tracer, APlateThatIsNoSymmetryIsRejected) {
 TEST(Tracer, TraceOrderWithinAnArrayDoesNotMatterAndValuesFollowTheGraphsOrder) {
   Tracer forward, backward;
   for (int64_t i = 0; i < 2; ++i) {
-    for (int64_t j = 0; j < 3; ++j) forward.observe("x", {i, j}, VariableType::continuous, 0, {}, 10.0 * i + j);
+    for (int64_t j = 0; j < 3; ++j)
+      forward.observe("x", {i, j}, VariableType::continuous, 0, {}, 10.0 * i + j);
   }
   for (int64_t i = 2; i-- > 0;) {
-    for (int64_t j = 3; j-- > 0;) backward.observe("x", {i, j}, VariableType::continuous, 0, {}, 10.0 * i + j);
+    for (int64_t j = 3; j-- > 0;)
+      backward.observe("x", {i, j}, VariableType::continuous, 0, {}, 10.0 * i + j);
   }
   const Traced y = forward.sample("y", {}, VariableType::discrete, 3, {}, 2.0);
   backward.sample("y", {}, VariableType::discrete, 3, {}, 2.0);
@@ -348,8 +370,8 @@ TEST(Tracer, TraceOrderWithinAnArrayDoesNotMatterAndValuesFollowTheGraphsOrder) 
   const torch::Tensor expected = torch::tensor({0.0f, 1.0f, 2.0f, 10.0f, 11.0f, 12.0f, 2.0f});
   EXPECT_TRUE(forward.values().equal(expected));
   EXPECT_TRUE(backward.values().equal(expected));
-  EXPECT_TRUE(backward.observed().equal(
-      torch::tensor({true, true, true, true, true, true, false})));
+  EXPECT_TRUE(
+      backward.observed().equal(torch::tensor({true, true, true, true, true, true, false})));
 }
 
 // The sorting program simulates as it traces: s is u sorted, P sorts it.
@@ -358,7 +380,9 @@ TEST(Tracer, TracingSimulatesTheProgram) {
   const Tracer t = sorting_program(6, true, rng);
   const GraphicalModel m = t.graph();
   const torch::Tensor v = t.values();
-  const auto part = [&](const char* name) { return v.narrow(0, m.array(name).first_node, m.array(name).size()); };
+  const auto part = [&](const char* name) {
+    return v.narrow(0, m.array(name).first_node, m.array(name).size());
+  };
   EXPECT_TRUE(part("s").equal(std::get<0>(part("u").sort())));
   EXPECT_TRUE(torch::allclose(part("P").view({6, 6}).matmul(part("u")), part("s")));
   EXPECT_EQ(t.observed().sum().item<int64_t>(), 6);
@@ -398,45 +422,54 @@ TEST(Tracer, AProgramIsAProblem) {
                     std::invalid_argument, "what it creates must not depend on its draws");
 }
 
-// ---- bad programs ---------------------------------------------------------------------------------
+// ---- bad programs
+// ---------------------------------------------------------------------------------
 
 TEST(Tracer, BadProgramsAreNamed) {
   const auto continuous = VariableType::continuous, discrete = VariableType::discrete;
   {
     Tracer t;
     t.sample("x", {0, 1}, continuous, 0);
-    EXPECT_THROW_WITH(t.sample("x", {0, 1}, continuous, 0), std::invalid_argument, "'x[0,1]' is created twice");
+    EXPECT_THROW_WITH(t.sample("x", {0, 1}, continuous, 0), std::invalid_argument,
+                      "'x[0,1]' is created twice");
     EXPECT_THROW_WITH(t.sample("x", {1}, continuous, 0), std::invalid_argument,
                       "'x[1]' has 1 index entries; the first variable of array 'x' had 2");
-    EXPECT_THROW_WITH(t.sample("x", {1, 1}, discrete, 4), std::invalid_argument,
-                      "'x[1,1]' is discrete with 4 options, but the first variable of array 'x' is continuous");
+    EXPECT_THROW_WITH(
+        t.sample("x", {1, 1}, discrete, 4), std::invalid_argument,
+        "'x[1,1]' is discrete with 4 options, but the first variable of array 'x' is continuous");
     EXPECT_THROW_WITH(t.sample("x", {-1, 0}, continuous, 0), std::invalid_argument,
                       "'x[-1,0]': index -1 on axis 0 is outside 0..");
     EXPECT_THROW_WITH(t.sample("x", {1, 1}, continuous, 0, {}, std::nan("")), std::invalid_argument,
                       "'x[1,1]' has the value nan; values must be finite");
     t.sample("x", {1, 0}, continuous, 0);
-    EXPECT_THROW_WITH(t.graph(), std::invalid_argument,
-                      "array 'x' has a hole: 'x[0,0]' was never created (2 of 4 elements of its shape were)");
+    EXPECT_THROW_WITH(
+        t.graph(), std::invalid_argument,
+        "array 'x' has a hole: 'x[0,0]' was never created (2 of 4 elements of its shape were)");
     EXPECT_THROW_WITH(t.values(), std::invalid_argument, "'x[0,0]' was never created");
   }
   {
     Tracer t;
-    EXPECT_THROW_WITH(t.sample("d", {0}, discrete, 3, {}, 3.0), std::invalid_argument,
-                      "'d[0]' has the value 3.000000; a discrete variable's value is a category 0..2");
-    EXPECT_THROW_WITH(t.sample("d", {0}, discrete, 3, {}, 0.5), std::invalid_argument, "a category 0..2");
+    EXPECT_THROW_WITH(
+        t.sample("d", {0}, discrete, 3, {}, 3.0), std::invalid_argument,
+        "'d[0]' has the value 3.000000; a discrete variable's value is a category 0..2");
+    EXPECT_THROW_WITH(t.sample("d", {0}, discrete, 3, {}, 0.5), std::invalid_argument,
+                      "a category 0..2");
     EXPECT_THROW_WITH(t.sample("d", {0}, discrete, 1), std::invalid_argument,
                       "'d[0]' is discrete and needs options in 2..65536, got 1");
     EXPECT_THROW_WITH(t.sample("c", {}, continuous, 2), std::invalid_argument,
                       "'c' is continuous and takes no options, got 2");
-    EXPECT_THROW_WITH(t.sample("", {}, continuous, 0), std::invalid_argument, "needs an array name");
+    EXPECT_THROW_WITH(t.sample("", {}, continuous, 0), std::invalid_argument,
+                      "needs an array name");
     // A rejected variable leaves no trace: 'd' is still free to be declared with 3 options.
     EXPECT_NO_THROW(t.sample("d", {0}, discrete, 3, {}, 2.0));
     const Traced a = t.sample("a", {0}, continuous, 0);
-    EXPECT_THROW_WITH(t.share_embedding({a + 1.0}), std::invalid_argument,
-                      "share_embedding takes variables (what sample, observe or dirac returned), not "
-                      "an expression over them");
+    EXPECT_THROW_WITH(
+        t.share_embedding({a + 1.0}), std::invalid_argument,
+        "share_embedding takes variables (what sample, observe or dirac returned), not "
+        "an expression over them");
     t.plate("k", {{"a", 1}});
-    EXPECT_THROW_WITH(t.graph(), std::invalid_argument, "plate 'k': array 'a' has 1 axes, so no axis 1");
+    EXPECT_THROW_WITH(t.graph(), std::invalid_argument,
+                      "plate 'k': array 'a' has 1 axes, so no axis 1");
   }
   {
     Tracer t;
@@ -456,7 +489,8 @@ TEST(Tracer, BadProgramsAreNamed) {
   }
 }
 
-// ---- the mask ablations ---------------------------------------------------------------------------
+// ---- the mask ablations
+// ---------------------------------------------------------------------------
 
 // Spec note §5.6: with the non-symmetrised rule the child attends to its parents only, so P00 (a
 // parent of C00) keeps just its factor cliques and itself.
@@ -464,14 +498,15 @@ TEST(MaskRules, NonSymmetrisedLetsOnlyChildrenAttendToParents) {
   const GraphicalModel m = registry_graph("sorting", {2}, true);
   const Rows rows = rows_of(m.compile({MaskRule::non_symmetrised}));
   EXPECT_EQ(rows[2], (std::vector<int64_t>{2, 3, 4}));
-  EXPECT_EQ(rows[6], (std::vector<int64_t>{0, 2, 6}));       // C00 hears u0 and P00
+  EXPECT_EQ(rows[6], (std::vector<int64_t>{0, 2, 6}));        // C00 hears u0 and P00
   EXPECT_EQ(rows[10], (std::vector<int64_t>{6, 7, 10, 11}));  // s0: its C and its factor
-  EXPECT_EQ(rows[0], (std::vector<int64_t>{0}));             // u0 hears nobody
+  EXPECT_EQ(rows[0], (std::vector<int64_t>{0}));              // u0 hears nobody
 }
 
 TEST(MaskRules, RandomHasTheStandardEntryCountIsSymmetricAndFollowsItsSeed) {
-  for (const GraphicalModel& m : {registry_graph("sorting", {20}, true), registry_graph("bcmf", {3, 3, 2}, true),
-                                  registry_graph("boolean", {1}, true)}) {
+  for (const GraphicalModel& m :
+       {registry_graph("sorting", {20}, true), registry_graph("bcmf", {3, 3, 2}, true),
+        registry_graph("boolean", {1}, true)}) {
     const AttentionPattern standard = m.compile();
     const AttentionPattern random = m.compile({MaskRule::random, 5});
     EXPECT_EQ(random.num_entries(), standard.num_entries());

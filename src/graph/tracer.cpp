@@ -79,8 +79,7 @@ Traced logical_not(const Traced& a) {
 }
 
 Traced Tracer::create(const std::string& name, std::vector<int64_t> index, VariableType type,
-                      int64_t options, std::vector<int64_t> parents, double value,
-                      bool observed) {
+                      int64_t options, std::vector<int64_t> parents, double value, bool observed) {
   const std::string what = element_text(name, index);
   if (name.empty()) throw std::invalid_argument("a traced variable needs an array name");
   for (size_t axis = 0; axis < index.size(); ++axis) {
@@ -139,7 +138,8 @@ Traced Tracer::create(const std::string& name, std::vector<int64_t> index, Varia
   if (found == array_by_name_.end()) {
     position = static_cast<int64_t>(arrays_.size());
     array_by_name_.emplace(name, position);
-    arrays_.push_back({name, type, options, index.size(), std::vector<int64_t>(index.size(), 0), {}});
+    arrays_.push_back(
+        {name, type, options, index.size(), std::vector<int64_t>(index.size(), 0), {}});
   } else {
     position = found->second;
   }
@@ -172,8 +172,8 @@ Traced Tracer::dirac(const std::string& name, std::vector<int64_t> index, const 
   return create(name, std::move(index), type, options, expr.deps(), expr.value(), false);
 }
 
-Traced Tracer::intermediate(const std::string& name, std::vector<int64_t> index,
-                            const Traced& expr, VariableType type, int64_t options) {
+Traced Tracer::intermediate(const std::string& name, std::vector<int64_t> index, const Traced& expr,
+                            VariableType type, int64_t options) {
   if (options_.intermediates) return dirac(name, std::move(index), expr, type, options);
   dropped_arrays_.insert(name);
   return expr;
@@ -220,10 +220,10 @@ std::vector<int64_t> Tracer::node_of_variable() const {
         }
         if (!created_.count({array_by_name_.at(a.name), index})) break;
       }
-      throw std::invalid_argument("array '" + a.name + "' has a hole: " +
-                                  element_text(a.name, index) + " was never created (" +
-                                  std::to_string(a.variables.size()) + " of " +
-                                  std::to_string(size) + " elements of its shape were)");
+      throw std::invalid_argument("array '" + a.name +
+                                  "' has a hole: " + element_text(a.name, index) +
+                                  " was never created (" + std::to_string(a.variables.size()) +
+                                  " of " + std::to_string(size) + " elements of its shape were)");
     }
     for (int64_t id : a.variables) {
       int64_t flat = 0;
@@ -242,7 +242,8 @@ GraphicalModel Tracer::graph() const {
   GraphicalModel model;
   for (const ArrayRecord& a : arrays_) model.add_array(a.name, a.shape, a.type, a.options);
   std::vector<int64_t> variable_at(variables_.size());
-  for (size_t id = 0; id < variables_.size(); ++id) variable_at[node[id]] = static_cast<int64_t>(id);
+  for (size_t id = 0; id < variables_.size(); ++id)
+    variable_at[node[id]] = static_cast<int64_t>(id);
   const auto element = [&](int64_t id) {
     const Variable& v = variables_[id];
     return Element{arrays_[v.array].name, v.index};
