@@ -128,22 +128,14 @@ nlohmann::json problem_model_metadata(const Problem& problem, const ProblemOptio
           {"schedule", schedule}};
 }
 
-namespace {
-
-ProblemOptions stored_options(const nlohmann::json& metadata) {
-  // Files of `sudoku train` (kind "sudoku") name their block side "n".
-  return resolve_options(find_problem(metadata.at("problem").get<std::string>()),
-                         metadata.contains("problem_options")
-                             ? metadata.at("problem_options").get<ProblemOptions>()
-                             : ProblemOptions{{metadata.at("n").get<int64_t>()}, true});
-}
-
-}  // namespace
-
 ProblemModel build_problem_model(const nlohmann::json& metadata) {
   ProblemModel built;
   built.problem = &find_problem(metadata.at("problem").get<std::string>());
-  built.options = stored_options(metadata);
+  // Files of `sudoku train` (kind "sudoku") name their block side "n".
+  built.options = metadata.contains("problem_options")
+                      ? metadata.at("problem_options").get<ProblemOptions>()
+                      : ProblemOptions{{metadata.at("n").get<int64_t>()}, true};
+  built.options = resolve_options(*built.problem, built.options);
   built.graph = built.problem->graph(built.options);
   built.model = Gsdm(built.graph, metadata.at("model").get<GsdmConfig>());
   built.schedule =
