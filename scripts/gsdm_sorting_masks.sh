@@ -5,15 +5,16 @@
 #   non-symmetrised  an edge p -> c lets only the child attend to its parent (--mask)
 #   random           as many pairs as the standard mask, drawn uniformly (--mask)
 #   without          the graph without the intermediates C (--no-intermediates)
-# (The paper's "s fully connected" and "unconstrained s" variants are not built.) Runs go one at a
-# time on one thread; a rerun skips finished ones.
+#   s-fully-connected  one factor over all of s instead of neighbouring pairs (--variant)
+#   unconstrained-s    no factor on s, a misspecified model (--variant)
+# Runs go one at a time on one thread; a rerun skips finished ones.
 # Usage: scripts/gsdm_sorting_masks.sh [--size 20] [--steps 2000] [--variants "..."]
 #          [--sampler ancestral|ddim] OUT_DIR
 set -euo pipefail
 
 size=20
 steps=2000
-variants="standard non-symmetrised random without"
+variants="standard non-symmetrised random without s-fully-connected unconstrained-s"
 sampler=ancestral
 source "$(dirname "$0")/lib/experiments.sh"
 parse_options "--size --steps --variants --sampler" "$@"
@@ -26,6 +27,7 @@ for variant in $variants; do
   name=$out/$variant
   case $variant in
     without) flags=(--no-intermediates --mask standard) ;;
+    s-fully-connected | unconstrained-s) flags=(--variant "$variant" --mask standard) ;;
     *) flags=(--mask "$variant") ;;
   esac
   if [[ ! -f $name.pt ]]; then

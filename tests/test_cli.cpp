@@ -334,12 +334,37 @@ TEST(Cli, GsdmEvalAtAnotherSize) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   r = run("gsdm eval --model " + model + " --size 3,2,2 --count 2 --sample-steps 2");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(contains(r.output, "was trained at size 2,2,2 and cannot run at size 3,2,2: its "
-                                 "parameter node_table.weight depends on the problem's size"))
+  EXPECT_TRUE(contains(r.output, "was trained at size 2,2,2 and cannot run at size 3,2,2: a model "
+                                 "with IE embeddings (a learned row per variable) runs only on the "
+                                 "graph it was built on; AE and EE embeddings carry over"))
       << r.output;
   r = run("gsdm eval --model " + model + " --size 300,2,2 --count 2");
   EXPECT_TRUE(contains(r.output, "--size for bcmf (m,n,k: E is m x n, the rank k) must be in"))
       << r.output;
+  r = run("gsdm train --problem bcmf --size 2,2,2 --size-range 1,1,1..3,3,2 --embedding IE "
+          "--train-steps 1 --out " + model);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.output, "--size-range: this model cannot run at other sizes: a model with "
+                                 "IE embeddings")) << r.output;
+}
+
+// Training with a new size per batch (paper App. F); the model then samples at any size.
+TEST(Cli, GsdmTrainsOnANewSizePerBatch) {
+  const std::string model = temp_path("bcmf-sizes.pt");
+  Result r = run("gsdm train --problem bcmf --size 2,2,2 --size-range 1,1,1..3,3,2 --dim 16 "
+                 "--blocks 1 --heads 2 --train-steps 3 --out " + model);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "training a GSDM for bcmf (size 1,1,1..3,3,2 per batch, validated "
+                                 "at 2,2,2)")) << r.output;
+  EXPECT_EQ(structdiff::gsdm::load_problem_model(model).options.size_high,
+            (std::vector<int64_t>{3, 3, 2}));
+  r = run("gsdm sample --model " + model + " --size 3,1,2 --count 1 --sample-steps 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "size 3,1,2, trained at 2,2,2")) << r.output;
+  r = run("gsdm train --problem bcmf --size-range 1,1,1..300,3,2 --out " + model);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.output, "--size-range: --size for bcmf (m,n,k: E is m x n, the rank k) "
+                                 "must be in 1,1,1 .. 256,256,32, got 300,3,2")) << r.output;
 }
 
 // --stop-at ends training at the first validation that reaches the level (here any accuracy).

@@ -1,6 +1,7 @@
 // The GSDM problem registry: each problem's graph (mask sizes from the spec note), its examples'
 // identities, its metric, and the shared model file and evaluation.
 #include <random>
+#include <set>
 
 #include <gtest/gtest.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -9,6 +10,7 @@
 #include "structdiff/gsdm_problems.h"
 #include "structdiff/runtime.h"
 #include "support/expect_throw.h"
+#include "support/modules.h"
 #include "support/temporary_files.h"
 
 namespace structdiff::gsdm {
@@ -47,6 +49,29 @@ TEST(Sorting, MaskSizesAreTheSpecNotes) {
 
 // Theorem 3.1 for the shared embeddings: relabelling j jointly in u_j, P_.j and C_.j keeps the
 // mask; relabelling the sorted list's positions does not.
+// Fig. 7's other graphs of the same data: s as one factor (n (n - 1) pairs instead of the
+// neighbours' 2 (n - 1)) or without any.
+TEST(Sorting, VariantsChangeOnlyTheFactorsOnS) {
+  const Problem& sorting = find_problem("sorting");
+  ProblemOptions options{{20}};
+  options.variant = "s-fully-connected";
+  EXPECT_EQ(sorting.graph(resolve_options(sorting, options)).compile().num_entries(),
+            18478 - 38 + 380);
+  options.variant = "unconstrained-s";
+  EXPECT_EQ(sorting.graph(resolve_options(sorting, options)).compile().num_entries(), 18478 - 38);
+  options.variant = "s-fully-conected";
+  EXPECT_THROW_WITH(resolve_options(sorting, options), std::invalid_argument,
+                    "--variant 's-fully-conected' (did you mean 's-fully-connected'?): sorting's "
+                    "variants are s-fully-connected, unconstrained-s");
+  ProblemOptions factorisation{{2, 2, 2}};
+  factorisation.variant = "unconstrained-s";
+  EXPECT_THROW_WITH(resolve_options(find_problem("bcmf"), factorisation), std::invalid_argument,
+                    "--variant 'unconstrained-s': bcmf's variants are unconditional");
+  factorisation.size = {3};
+  EXPECT_THROW_WITH(resolve_options(find_problem("sudoku"), factorisation), std::invalid_argument,
+                    "--variant 'unconstrained-s': sudoku has no variants");
+}
+
 TEST(Sorting, SharedEmbeddingsAreLicensedByTheMask) {
   const graph::GraphicalModel model = sorting_graph(4);
   EXPECT_TRUE(model.mask_invariant_under({{{"u", 0}, {"P", 1}, {"C", 1}}, {2, 0, 3, 1}}));
@@ -157,6 +182,21 @@ TEST(Bcmf, ExamplesHoldTheGeneratorsIdentitiesAndTheTruthScoresZero) {
   EXPECT_NEAR(perfect["rmse"].get<double>(), 0.0, 1e-6);
   EXPECT_NEAR(perfect["baseline_prior_rmse"].get<double>(), std::sqrt(2 * 2 * (0.1 - 0.0225)),
               1e-12);
+
+  // A sample whose E is off by 0.5 everywhere: the given E is what counts when E is observed;
+  // unconditionally (nothing observed, paper Fig. 13) the sample's own E is.
+  const graph::Array& E = model.array("E");
+  const torch::Tensor shifted_e = batch.x0.clone();
+  shifted_e.narrow(1, StateLayout(model).node_offset[E.first_node], E.size()).add_(0.5);
+  EXPECT_NEAR(bcmf.score(model, options, batch, shifted_e)["rmse"].get<double>(), 0.0, 1e-6);
+  ProblemOptions unconditional = options;
+  unconditional.variant = "unconditional";
+  const TrainingBatch joint = bcmf.make_examples(model, unconditional, 16, rng);
+  EXPECT_EQ(joint.observed.sum().item<int64_t>(), 0);
+  EXPECT_NEAR(bcmf.score(model, unconditional, joint, joint.x0)["rmse"].get<double>(), 0.0, 1e-6);
+  const torch::Tensor shifted = joint.x0.clone();
+  shifted.narrow(1, StateLayout(model).node_offset[E.first_node], E.size()).add_(0.5);
+  EXPECT_NEAR(bcmf.score(model, unconditional, joint, shifted)["rmse"].get<double>(), 0.5, 1e-5);
 }
 
 // Mask statistics of the spec note (§2.5); test examples have E = I and R = A^-1.
@@ -273,8 +313,10 @@ TEST(ProblemModel, SavesLoadsAndEvaluates) {
   config.blocks = 1;
   config.heads = 2;
   config.embedding = EmbeddingKind::exchangeable;
+  ProblemOptions options{{3}, false};
+  options.variant = "unconstrained-s";
   const nlohmann::json metadata =
-      problem_model_metadata(sorting, {{3}, false}, config, diffusion::ScheduleConfig{});
+      problem_model_metadata(sorting, options, config, diffusion::ScheduleConfig{});
   ProblemModel built = [&] {
     DefaultGeneratorGuard initial_weights(1);
     return build_problem_model(metadata);
@@ -285,6 +327,7 @@ TEST(ProblemModel, SavesLoadsAndEvaluates) {
   EXPECT_EQ(loaded.problem->name, "sorting");
   EXPECT_EQ(loaded.options.size, std::vector<int64_t>{3});
   EXPECT_FALSE(loaded.options.intermediates);
+  EXPECT_EQ(loaded.options.variant, "unconstrained-s");
   ASSERT_EQ(loaded.model->parameters().size(), built.model->parameters().size());
   for (size_t i = 0; i < built.model->parameters().size(); ++i) {
     EXPECT_TRUE(torch::equal(loaded.model->parameters()[i], built.model->parameters()[i]));
@@ -298,6 +341,140 @@ TEST(ProblemModel, SavesLoadsAndEvaluates) {
   EXPECT_EQ(metrics["examples"], 5);
   EXPECT_TRUE(metrics.contains("rmse"));
   EXPECT_TRUE(metrics.contains("seconds"));
+}
+
+GsdmConfig tiny_config(EmbeddingKind embedding) {
+  GsdmConfig config;
+  config.dim = 16;
+  config.blocks = 1;
+  config.heads = 2;
+  config.embedding = embedding;
+  return config;
+}
+
+ProblemModel tiny_model(const std::string& problem, const ProblemOptions& options,
+                        EmbeddingKind embedding, uint64_t seed = 1) {
+  const Problem& entry = find_problem(problem);
+  DefaultGeneratorGuard initial_weights(seed);
+  return build_problem_model(problem_model_metadata(
+      entry, resolve_options(entry, options), tiny_config(embedding), diffusion::ScheduleConfig{}));
+}
+
+// Size generalisation without copies: the model on another size's structure computes exactly
+// what a model built at that size computes with the same parameters.
+TEST(ProblemModel, AnotherSizesStructureEqualsAModelBuiltAtThatSize) {
+  for (EmbeddingKind embedding : {EmbeddingKind::exchangeable, EmbeddingKind::array}) {
+    ProblemModel small = tiny_model("bcmf", {{2, 2, 2}}, embedding, 1);
+    ProblemModel large = tiny_model("bcmf", {{3, 4, 2}}, embedding, 2);
+    {
+      torch::NoGradGuard no_grad;
+      const auto source = small.model->named_parameters();
+      for (auto& item : large.model->named_parameters()) item.value().copy_(source[item.key()]);
+    }
+    small.model->use_structure(small.model->structure_for(large.graph));
+    std::mt19937_64 rng(3);
+    const TrainingBatch examples =
+        find_problem("bcmf").make_examples(large.graph, large.options, 4, rng);
+    const torch::Tensor t = torch::tensor({0, 5, 500, 999}, torch::kLong);
+    EXPECT_TRUE(torch::equal(small.model->forward(examples.x0, t, examples.observed),
+                             large.model->forward(examples.x0, t, examples.observed)));
+    small.model->use_structure(small.model->home_structure());
+    EXPECT_EQ(small.model->num_nodes(), small.graph.num_nodes());
+  }
+}
+
+TEST(ProblemModel, TrainsOnANewSizePerBatchAndResumesBitForBit) {
+  ProblemOptions options{{2, 2, 2}};
+  parse_size_range("1,1,1..3,3,2", options);
+  ProblemModel trained = tiny_model("bcmf", options, EmbeddingKind::exchangeable);
+  TrainingProblem task;
+  add_training_batches(task, trained);
+  ASSERT_TRUE(task.largest_structure);
+  EXPECT_EQ(task.largest_structure->num_nodes, find_problem("bcmf").graph({{3, 3, 2}}).num_nodes());
+  std::mt19937_64 rng(5);
+  std::set<int64_t> widths;
+  for (int draw = 0; draw < 30; ++draw) {
+    const TrainingBatch batch = task.make_batch(2, rng);
+    ASSERT_TRUE(batch.structure);
+    EXPECT_EQ(batch.x0.size(1), batch.structure->layout.width);
+    EXPECT_EQ(batch.observed.size(1), batch.structure->num_nodes);
+    widths.insert(batch.x0.size(1));
+  }
+  EXPECT_GE(widths.size(), 6u);
+
+  // The size range is part of the model file.
+  TemporaryDirectory directory;
+  save_problem_model(directory.file("bcmf.pt"), trained);
+  const ProblemModel loaded = load_problem_model(directory.file("bcmf.pt"));
+  EXPECT_EQ(loaded.options.size_low, (std::vector<int64_t>{1, 1, 1}));
+  EXPECT_EQ(loaded.options.size_high, (std::vector<int64_t>{3, 3, 2}));
+
+  // Sizes come from the data generator, which the checkpoint holds: stopping halfway and
+  // resuming gives the uninterrupted run's weights.
+  const auto run = [&](int64_t steps, const std::string& checkpoint, bool resume) {
+    ProblemModel model = tiny_model("bcmf", options, EmbeddingKind::exchangeable);
+    ProblemModel averaged = tiny_model("bcmf", options, EmbeddingKind::exchangeable);
+    TrainingProblem sized;
+    sized.metadata = model.metadata;
+    add_training_batches(sized, model);
+    TrainingOptions training;
+    training.steps = steps;
+    training.batch = 2;
+    training.checkpoint_path = checkpoint;
+    training.resume = resume;
+    train(model.model, averaged.model, model.schedule, sized, training, 9);
+    EXPECT_EQ(model.model->structure(), model.model->home_structure());
+    return model;
+  };
+  ProblemModel straight = run(6, "", false);
+  run(3, directory.file("bcmf.ckpt"), false);
+  ProblemModel resumed = run(6, directory.file("bcmf.ckpt"), true);
+  expect_identical(*straight.model, *resumed.model);
+}
+
+TEST(ProblemModel, SizeRangesAreCheckedBeforeTraining) {
+  ProblemOptions options{{2, 2, 2}};
+  EXPECT_THROW_WITH(parse_size_range("1,1,1", options), std::invalid_argument,
+                    "--size-range '1,1,1': give the smallest and largest size as LOW..HIGH, e.g. "
+                    "1,1,1..10,10,10");
+  EXPECT_THROW_WITH(parse_size_range("1,1,1..a", options), std::invalid_argument,
+                    "--size-range 'a': give whole numbers separated by ',' or 'x', e.g. "
+                    "1,1,1..10,10,10");
+  const Problem& bcmf = find_problem("bcmf");
+  parse_size_range("3,1,1..2,4,4", options);
+  EXPECT_THROW_WITH(resolve_options(bcmf, options), std::invalid_argument,
+                    "--size-range 3,1,1..2,4,4: the low end must not exceed the high end in any "
+                    "dimension");
+  parse_size_range("1,1..4,4,4", options);
+  EXPECT_THROW_WITH(resolve_options(bcmf, options), std::invalid_argument,
+                    "--size-range 1,1..4,4,4: both ends need the same number of dimensions");
+  parse_size_range("1,1..4,4", options);
+  EXPECT_THROW_WITH(resolve_options(bcmf, options), std::invalid_argument,
+                    "--size-range: --size for bcmf (m,n,k: E is m x n, the rank k) must be in "
+                    "1,1,1 .. 256,256,32, got 1,1");
+  parse_size_range("1,1,1..2,2,99", options);
+  EXPECT_THROW_WITH(resolve_options(bcmf, options), std::invalid_argument,
+                    "--size-range: --size for bcmf (m,n,k: E is m x n, the rank k) must be in "
+                    "1,1,1 .. 256,256,32, got 2,2,99");
+
+  parse_size_range("1,1,1..3,3,2", options);
+  TrainingProblem task;
+  EXPECT_THROW_WITH(
+      add_training_batches(task, tiny_model("bcmf", options, EmbeddingKind::independent)),
+      std::invalid_argument,
+      "--size-range: this model cannot run at other sizes: a model with IE "
+      "embeddings (a learned row per variable) runs only on the graph it was built "
+      "on; AE and EE embeddings carry over to other sizes");
+  // Sorting's EE gives each s_i its own row, so the rows depend on the list length.
+  ProblemOptions lists{{4}};
+  parse_size_range("3..5", lists);
+  EXPECT_THROW_WITH(
+      add_training_batches(task, tiny_model("sorting", lists, EmbeddingKind::exchangeable)),
+      std::invalid_argument,
+      "--size-range: this model cannot run at other sizes: this graph needs 10 "
+      "embedding rows and the model has 11 (EE groups whose number depends on the "
+      "size, such as sorting's one per s_i, do not carry over; AE does)");
+  EXPECT_NO_THROW(add_training_batches(task, tiny_model("sorting", lists, EmbeddingKind::array)));
 }
 
 }  // namespace

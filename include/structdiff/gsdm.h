@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,8 +65,24 @@ class TokenNormImpl;
 struct ArityGroup {
   int64_t width = 1;
   bool discrete = false;
-  torch::Tensor nodes;    // (n,) int64 node ids
-  torch::Tensor entries;  // (n * width,) int64 flat-state entries, node-major
+  int64_t projection = 0;  // index into the model's input and output projections
+  torch::Tensor nodes;     // (n,) int64 node ids
+  torch::Tensor entries;   // (n * width,) int64 flat-state entries, node-major
+};
+
+// What a GSDM takes from one graphical model: the state layout, the attention pattern, and each
+// node's projection, embedding row and index code. The learned parameters do not depend on it
+// (with AE or EE embeddings), so one model runs on the graphs of every size of a problem.
+struct GsdmStructure {
+  GsdmStructure(const graph::GraphicalModel& model, const graph::MaskOptions& mask,
+                bool needs_pattern);
+  StateLayout layout;
+  int64_t num_nodes = 0;
+  AttentionPattern pattern;
+  std::unique_ptr<PatternBatch> pattern_batch;  // null for dense attention
+  std::vector<ArityGroup> groups;
+  torch::Tensor embedding_index;   // (nodes,) row of the node table per node
+  torch::Tensor sinusoidal_codes;  // (nodes, dim): AE index codes, zeros otherwise
 };
 
 class GsdmImpl : public torch::nn::Module {
@@ -74,26 +91,34 @@ class GsdmImpl : public torch::nn::Module {
 
   // x_t: (batch, width) noisy state with observed entries already replaced by their values;
   // t: (batch,) int64; observed: (batch, nodes) bool. Returns the x0 estimate (batch, width),
-  // a probability vector for each discrete variable.
+  // a probability vector for each discrete variable. Runs on the structure in use.
   torch::Tensor forward(const torch::Tensor& x_t, const torch::Tensor& t,
                         const torch::Tensor& observed);
 
+  // The structure of another graph of the same problem (another size) for these parameters.
+  // Throws std::invalid_argument when the graph needs what the parameters lack: IE embeddings
+  // (a row per variable), another number of embedding rows, or a variable width without a
+  // projection.
+  std::shared_ptr<GsdmStructure> structure_for(const graph::GraphicalModel& model) const;
+  // Runs forward (and sample, training_loss) on `structure` from now on; the graph the model was
+  // built on is `home_structure()`.
+  void use_structure(std::shared_ptr<GsdmStructure> structure);
+  const std::shared_ptr<GsdmStructure>& structure() const { return structure_; }
+  const std::shared_ptr<GsdmStructure>& home_structure() const { return home_; }
+
   const GsdmConfig& config() const { return config_; }
-  const StateLayout& layout() const { return layout_; }
-  const AttentionPattern& pattern() const { return pattern_; }
-  int64_t num_nodes() const { return num_nodes_; }
+  const StateLayout& layout() const { return structure_->layout; }
+  const AttentionPattern& pattern() const { return structure_->pattern; }
+  int64_t num_nodes() const { return structure_->num_nodes; }
 
  private:
-  torch::Tensor node_embeddings();  // (nodes, dim)
+  // Fills the structure's projections, embedding rows and codes; returns the table rows it needs.
+  int64_t assign_embeddings(const graph::GraphicalModel& model, GsdmStructure& structure) const;
 
   GsdmConfig config_;
-  StateLayout layout_;
-  int64_t num_nodes_;
-  AttentionPattern pattern_;
-  std::unique_ptr<PatternBatch> pattern_batch_;
-  std::vector<ArityGroup> groups_;
-  torch::Tensor embedding_index_;   // (nodes,) row of node_table_ per node
-  torch::Tensor sinusoidal_codes_;  // (nodes, dim): AE index codes, zeros otherwise
+  std::map<std::pair<int64_t, bool>, int64_t> projection_of_arity_;  // (width, discrete) -> index
+  int64_t table_rows_ = 0;
+  std::shared_ptr<GsdmStructure> home_, structure_;
   torch::nn::Embedding node_table_{nullptr};
   torch::Tensor observed_embedding_;
   torch::nn::ModuleList input_proj_, output_proj_;

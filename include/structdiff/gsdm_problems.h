@@ -8,6 +8,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -27,11 +28,21 @@ struct ProblemOptions {
   // empty: the problem's default.
   std::vector<int64_t> size;
   bool intermediates = true;  // keep the deterministic intermediate variables (paper §3.3)
+  // Another form of the problem (one of its `variants`): another graphical model of the same
+  // data, or another conditioning; "": the problem's own.
+  std::string variant{};
+  // Training with a new size per batch (paper App. F): each batch draws every dimension
+  // uniformly from [size_low, size_high]; empty: every batch is of `size`, which validation and
+  // the model file keep in any case.
+  std::vector<int64_t> size_low{}, size_high{};
 };
 // "16,16,8" (or "16x16x8") -> {16, 16, 8}: whole decimal numbers; anything else throws
 // std::invalid_argument naming --size.
 std::vector<int64_t> parse_size(const std::string& text);
 std::string size_text(const std::vector<int64_t>& size);  // {16, 16, 8} -> "16,16,8"
+// "1,1,1..10,10,10" -> size_low and size_high of `options`; throws std::invalid_argument naming
+// --size-range.
+void parse_size_range(const std::string& text, ProblemOptions& options);
 void to_json(nlohmann::json& j, const ProblemOptions& options);
 void from_json(const nlohmann::json& j, ProblemOptions& options);
 
@@ -41,6 +52,10 @@ struct Problem {
   std::string size_help;  // what --size's dimensions mean
   std::vector<int64_t> default_size, min_size, max_size;
   bool has_intermediates = false;  // whether --no-intermediates changes the graph
+  // Other forms of the problem, name -> one line for --help: sorting's "s fully connected" and
+  // "unconstrained s" graphs (paper Fig. 7), unconditional BCMF (Fig. 13). `graph`,
+  // `make_examples` and `score` read ProblemOptions::variant.
+  std::vector<std::pair<std::string, std::string>> variants;
   // The paper's (Table 2) architecture and learning rate, scaled for the CPU as the spec note
   // says; command-line options override them.
   GsdmConfig config;
@@ -77,7 +92,8 @@ const std::vector<Problem>& problems();
 // Throws std::invalid_argument listing the problems (and the nearest name) for an unknown one.
 const Problem& find_problem(const std::string& name);
 // `options` with an empty size replaced by the default; throws std::invalid_argument naming
-// --size and the problem's ranges for a size outside them.
+// --size (or --size-range) and the problem's ranges for a size outside them, or --variant and the
+// problem's variants for an unknown one.
 ProblemOptions resolve_options(const Problem& problem, ProblemOptions options);
 
 // A GSDM of one problem, as a model file (kind "gsdm") holds it.
@@ -100,6 +116,12 @@ ProblemModel load_problem_model(const std::string& path);
 // the file's size. An empty `size` or the file's own loads the file as it is.
 ProblemModel load_problem_model(const std::string& path, const std::vector<int64_t>& size);
 void save_problem_model(const std::string& path, ProblemModel& trained);
+
+// Sets task.make_batch to draw examples of `trained`'s problem: of its size, or with a size range
+// each batch of a size drawn from it, on that size's graph and structure (built on first use and
+// kept). With a range, also task.largest_structure; the range's two ends are built at once, so a
+// model that cannot run at other sizes (IE embeddings) is refused before training.
+void add_training_batches(TrainingProblem& task, const ProblemModel& trained);
 
 // Samples `examples` conditioned on their observed variables in batches of `batch` and scores
 // them with the problem's metric; adds "examples" and "seconds".

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 
@@ -17,6 +18,9 @@ namespace structdiff::gsdm {
 struct TrainingBatch {
   torch::Tensor x0;        // (batch, width)
   torch::Tensor observed;  // (batch, nodes) bool
+  // The graph the examples are of, where batches vary in size (GsdmImpl::structure_for); null:
+  // the model's own.
+  std::shared_ptr<GsdmStructure> structure = nullptr;
 };
 
 struct TrainingOptions : train::LoopOptions {
@@ -31,6 +35,8 @@ struct TrainingProblem {
   // Optional early stopping on the validation metrics (train::LoopTask::stop_after).
   std::function<bool(const nlohmann::json& metrics)> stop_after;
   nlohmann::json metadata;  // stored in checkpoints: what is needed to rebuild the model
+  // Where batches vary in size: the largest structure, which sizes the memory check.
+  std::shared_ptr<GsdmStructure> largest_structure;
 };
 
 using TrainingResult = train::LoopResult;

@@ -47,6 +47,14 @@ CLI::Option* add_problem_options(CLI::App& command, std::string& problem,
       "The problem's dimensions, e.g. 5 or 16,16,8 (default: the problem's)");
   command.add_flag("!--no-intermediates", options.intermediates,
                    "Drop the intermediate variables (the paper's graphs without them)");
+  std::string variants;
+  for (const gsdm::Problem& p : gsdm::problems()) {
+    for (const auto& [name, help] : p.variants) {
+      variants += (variants.empty() ? "" : "; ") + p.name + " " + name + ": " + help;
+    }
+  }
+  command.add_option("--variant", options.variant,
+                     "Another form of the problem (" + variants + ")");
   return option;
 }
 
@@ -173,9 +181,7 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
       problem.make_examples(trained.graph, options, c.validation_examples, validation_rng);
   gsdm::TrainingProblem task;
   task.metadata = metadata;
-  task.make_batch = [&](int64_t batch, std::mt19937_64& rng) {
-    return problem.make_examples(trained.graph, options, batch, rng);
-  };
+  gsdm::add_training_batches(task, trained);
   std::optional<StopCondition> stop;
   if (!c.stop_at.empty()) {
     stop = parse_stop_at(c.stop_at);
@@ -202,10 +208,16 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
   int64_t parameters = 0;
   for (const auto& p : trained.model->parameters()) parameters += p.numel();
   const AttentionPattern& mask = trained.model->pattern();
+  const std::string sizes = options.size_low.empty()
+                                ? gsdm::size_text(options.size)
+                                : gsdm::size_text(options.size_low) + ".." +
+                                      gsdm::size_text(options.size_high) +
+                                      " per batch, validated at " + gsdm::size_text(options.size);
   std::fprintf(stderr,
-               "training a GSDM for %s (size %s%s): %ld variables, %ld mask entries, %ld "
+               "training a GSDM for %s (size %s%s%s): %ld variables, %ld mask entries, %ld "
                "parameters, %s attention, %d threads\n",
-               problem.name.c_str(), gsdm::size_text(options.size).c_str(),
+               problem.name.c_str(), sizes.c_str(),
+               options.variant.empty() ? "" : (", " + options.variant).c_str(),
                options.intermediates ? "" : ", no intermediates",
                static_cast<long>(trained.graph.num_nodes()), static_cast<long>(mask.num_entries()),
                static_cast<long>(parameters), c.model.attention.c_str(), global.threads);
@@ -238,19 +250,29 @@ struct EvalCommand {
   std::string json_path;
 };
 
+// The model file at --size (empty: its own size).
+gsdm::ProblemModel load_at_size(const std::string& path, const std::string& size) {
+  return gsdm::load_problem_model(path,
+                                  size.empty() ? std::vector<int64_t>{} : gsdm::parse_size(size));
+}
+
+// "bcmf (size 4,3,2, trained at 2,2,2, no intermediates)"
+std::string model_heading(const gsdm::ProblemModel& trained) {
+  std::string heading = trained.problem->name + " (size " + gsdm::size_text(trained.options.size);
+  if (trained.metadata.contains("trained_size")) {
+    heading += ", trained at " + trained.metadata["trained_size"].get<std::string>();
+  }
+  if (!trained.options.variant.empty()) heading += ", " + trained.options.variant;
+  return heading + (trained.options.intermediates ? ")" : ", no intermediates)");
+}
+
 void run_eval(const EvalCommand& c, const GlobalOptions& global) {
-  const std::vector<int64_t> size = c.size.empty() ? std::vector<int64_t>{} : gsdm::parse_size(c.size);
-  gsdm::ProblemModel trained = gsdm::load_problem_model(c.model_path, size);
+  gsdm::ProblemModel trained = load_at_size(c.model_path, c.size);
   const gsdm::TrainingBatch examples =
       test_examples(trained, c.count, c.training_distribution, global.seed);
   const nlohmann::json metrics = gsdm::evaluate(
       trained, examples, c.sampling.sample_options(global.seed + kTestStream), c.batch);
-  std::printf("%s (size %s%s%s), %ld examples, %s sampler:\n", trained.problem->name.c_str(),
-              gsdm::size_text(trained.options.size).c_str(),
-              trained.metadata.contains("trained_size")
-                  ? (", trained at " + trained.metadata["trained_size"].get<std::string>()).c_str()
-                  : "",
-              trained.options.intermediates ? "" : ", no intermediates",
+  std::printf("%s, %ld examples, %s sampler:\n", model_heading(trained).c_str(),
               static_cast<long>(c.count), c.sampling.sampler.c_str());
   for (const auto& [name, value] : metrics.items()) {
     std::printf("  %-36s %s\n", name.c_str(), value.dump().c_str());
@@ -275,6 +297,7 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
 
 struct SampleCommand {
   std::string model_path;
+  std::string size;
   bool training_distribution = false;
   int64_t count = 2;
   SamplingOptions sampling;
@@ -282,7 +305,7 @@ struct SampleCommand {
 
 // Prints, for each example, every array's true values and the sample's (observed arrays once).
 void run_sample(const SampleCommand& c, const GlobalOptions& global) {
-  gsdm::ProblemModel trained = gsdm::load_problem_model(c.model_path);
+  gsdm::ProblemModel trained = load_at_size(c.model_path, c.size);
   const gsdm::TrainingBatch examples =
       test_examples(trained, c.count, c.training_distribution, global.seed);
   const gsdm::StateLayout& layout = trained.model->layout();
@@ -297,6 +320,7 @@ void run_sample(const SampleCommand& c, const GlobalOptions& global) {
     for (int64_t k = 0; k < row.numel(); ++k) out << (k ? " " : "") << row[k].item<float>();
     return out.str();
   };
+  std::printf("%s:\n", model_heading(trained).c_str());
   for (int64_t b = 0; b < c.count; ++b) {
     std::printf("example %ld\n", static_cast<long>(b + 1));
     for (const graph::Array& a : trained.graph.arrays()) {
@@ -336,6 +360,11 @@ void register_gsdm(CLI::App& app, const GlobalOptions& global, Action& action) {
   train->add_option("--validation-examples", t->validation_examples, "Examples per validation")
       ->check(positive())
       ->capture_default_str();
+  train->add_option_function<std::string>(
+      "--size-range",
+      [t](const std::string& text) { gsdm::parse_size_range(text, t->problem_options); },
+      "Train on a new size per batch, each dimension drawn uniformly from LOW..HIGH, e.g. "
+      "1,1,1..10,10,10 (needs AE or EE embeddings; --size remains the validation size)");
   train->add_option("--stop-at", t->stop_at,
                     "End training at the first validation whose metric reaches a level, e.g. "
                     "'accuracy>=1' or 'rmse<=0.05' (quoted for the shell)");
@@ -352,8 +381,8 @@ void register_gsdm(CLI::App& app, const GlobalOptions& global, Action& action) {
       ->check(CLI::ExistingFile);
   eval->add_option("--count", e->count, "Examples")->check(positive())->capture_default_str();
   eval->add_option("--size", e->size,
-                   "Evaluate at another size of the problem than the model was trained at (needs "
-                   "--embedding EE weights), e.g. 16,16,4");
+                   "Evaluate at another size of the problem than the model was trained at (AE or "
+                   "EE embeddings), e.g. 16,16,4");
   eval->add_flag("--training-distribution", e->training_distribution,
                  "Score fresh training examples instead of the problem's test examples");
   eval->add_option("--batch", e->batch, "Examples sampled at once")
@@ -370,6 +399,8 @@ void register_gsdm(CLI::App& app, const GlobalOptions& global, Action& action) {
       ->required()
       ->check(CLI::ExistingFile);
   sample->add_option("--count", s->count, "Examples")->check(positive())->capture_default_str();
+  sample->add_option("--size", s->size,
+                     "Sample at another size of the problem (AE or EE embeddings)");
   sample->add_flag("--training-distribution", s->training_distribution,
                    "Fresh training examples instead of the problem's test examples");
   add_sampling_options(*sample, s->sampling);

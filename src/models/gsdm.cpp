@@ -164,53 +164,44 @@ class AttentionBlockImpl : public torch::nn::Module {
 
 // ---- the model ---------------------------------------------------------------------------------
 
-GsdmImpl::GsdmImpl(const graph::GraphicalModel& model, GsdmConfig config)
-    : config_(std::move(config)),
-      layout_(model),
-      num_nodes_(model.num_nodes()),
-      pattern_(model.compile(config_.mask)) {
-  const int64_t dim = config_.dim;
-  if (dim < 2 || config_.heads < 1 || dim % config_.heads != 0 || config_.blocks < 1) {
-    throw std::invalid_argument("GSDM: dim (" + std::to_string(dim) +
-                                ") must be a multiple of heads (" + std::to_string(config_.heads) +
-                                ") and blocks >= 1");
-  }
-  if (num_nodes_ == 0) throw std::invalid_argument("GSDM: the graphical model has no variables");
-  if (config_.attention != Mechanism::dense && config_.attention != Mechanism::sparse &&
-      config_.attention != Mechanism::gather) {
-    throw std::invalid_argument("GSDM attention must be sparse, gather or dense, got " +
-                                mechanism_name(config_.attention));
-  }
-  if (config_.attention == Mechanism::dense && config_.mask.rule != graph::MaskRule::standard) {
-    throw std::invalid_argument("GSDM: dense attention uses no mask, so mask rule " +
-                                graph::mask_rule_name(config_.mask.rule) + " has no effect");
-  }
-  if (config_.attention != Mechanism::dense) pattern_batch_ = std::make_unique<PatternBatch>(pattern_);
+GsdmStructure::GsdmStructure(const graph::GraphicalModel& model, const graph::MaskOptions& mask,
+                             bool needs_pattern)
+    : layout(model), num_nodes(model.num_nodes()), pattern(model.compile(mask)) {
+  if (num_nodes == 0) throw std::invalid_argument("GSDM: the graphical model has no variables");
+  if (needs_pattern) pattern_batch = std::make_unique<PatternBatch>(pattern);
+}
 
+int64_t GsdmImpl::assign_embeddings(const graph::GraphicalModel& model,
+                                    GsdmStructure& structure) const {
+  const int64_t nodes = structure.num_nodes, dim = config_.dim;
   // Nodes sharing a width (and discreteness) share input and output projections.
   std::map<std::pair<int64_t, bool>, std::pair<std::vector<int64_t>, std::vector<int64_t>>> by_arity;
-  for (int64_t node = 0; node < num_nodes_; ++node) {
+  for (int64_t node = 0; node < nodes; ++node) {
     const graph::Array& a = model.array_of(node);
-    auto& [nodes, entries] = by_arity[{a.width(), a.type == graph::VariableType::discrete}];
-    nodes.push_back(node);
-    for (int64_t k = 0; k < a.width(); ++k) entries.push_back(layout_.node_offset[node] + k);
+    auto& [members, entries] = by_arity[{a.width(), a.type == graph::VariableType::discrete}];
+    members.push_back(node);
+    for (int64_t k = 0; k < a.width(); ++k)
+      entries.push_back(structure.layout.node_offset[node] + k);
   }
-  input_proj_ = register_module("input_proj", torch::nn::ModuleList());
-  output_proj_ = register_module("output_proj", torch::nn::ModuleList());
-  for (auto& [key, lists] : by_arity) {
-    groups_.push_back({key.first, key.second, torch::tensor(lists.first, torch::kLong),
-                       torch::tensor(lists.second, torch::kLong)});
-    input_proj_->push_back(torch::nn::Linear(key.first, dim));
-    output_proj_->push_back(torch::nn::Linear(dim, key.first));
+  for (auto& [arity, lists] : by_arity) {
+    const auto projection = projection_of_arity_.find(arity);
+    if (projection == projection_of_arity_.end()) {
+      throw std::invalid_argument("this graph has " +
+                                  std::string(arity.second ? "discrete" : "continuous") +
+                                  " variables of width " + std::to_string(arity.first) +
+                                  ", for which the model has no projection");
+    }
+    structure.groups.push_back({arity.first, arity.second, projection->second,
+                                torch::tensor(lists.first, torch::kLong),
+                                torch::tensor(lists.second, torch::kLong)});
   }
 
   // Node embeddings (paper §3.2).
-  std::vector<int64_t> table_row(num_nodes_);
-  int64_t table_rows = 0;
-  sinusoidal_codes_ = torch::zeros({num_nodes_, dim});
+  std::vector<int64_t> table_row(nodes);
+  structure.sinusoidal_codes = torch::zeros({nodes, dim});
   std::map<std::string, int64_t> array_id;
   for (const graph::Array& a : model.arrays()) array_id.emplace(a.name, array_id.size());
-  for (int64_t node = 0; node < num_nodes_; ++node) {
+  for (int64_t node = 0; node < nodes; ++node) {
     const graph::Array& a = model.array_of(node);
     switch (config_.embedding) {
       case EmbeddingKind::independent: table_row[node] = node; break;
@@ -227,22 +218,62 @@ GsdmImpl::GsdmImpl(const graph::GraphicalModel& model, GsdmConfig config)
       const int64_t axes = static_cast<int64_t>(a.shape.size());
       const int64_t chunk = (dim / axes) / 2 * 2;
       for (int64_t axis = 0; axis < axes && chunk > 0; ++axis) {
-        sinusoidal_codes_[node].narrow(0, axis * chunk, chunk)
+        structure.sinusoidal_codes[node]
+            .narrow(0, axis * chunk, chunk)
             .copy_(sinusoidal_embedding(torch::tensor({element.index[axis]}), chunk,
                                         FrequencySpacing::transformer)[0]);
       }
     }
   }
+  structure.embedding_index = torch::tensor(table_row, torch::kLong);
   switch (config_.embedding) {
-    case EmbeddingKind::independent: table_rows = num_nodes_; break;
-    case EmbeddingKind::array: table_rows = static_cast<int64_t>(array_id.size()); break;
+    case EmbeddingKind::independent:
+      return nodes;
+    case EmbeddingKind::array:
+      return static_cast<int64_t>(array_id.size());
     case EmbeddingKind::exchangeable:
-      table_rows = model.num_embedding_groups() + static_cast<int64_t>(array_id.size());
-      break;
+      return model.num_embedding_groups() + static_cast<int64_t>(array_id.size());
   }
-  embedding_index_ = register_buffer("embedding_index", torch::tensor(table_row, torch::kLong));
-  sinusoidal_codes_ = register_buffer("sinusoidal_codes", sinusoidal_codes_);
-  node_table_ = register_module("node_table", torch::nn::Embedding(table_rows, dim));
+  return 0;
+}
+
+GsdmImpl::GsdmImpl(const graph::GraphicalModel& model, GsdmConfig config)
+    : config_(std::move(config)) {
+  const int64_t dim = config_.dim;
+  if (dim < 2 || config_.heads < 1 || dim % config_.heads != 0 || config_.blocks < 1) {
+    throw std::invalid_argument("GSDM: dim (" + std::to_string(dim) +
+                                ") must be a multiple of heads (" + std::to_string(config_.heads) +
+                                ") and blocks >= 1");
+  }
+  if (config_.attention != Mechanism::dense && config_.attention != Mechanism::sparse &&
+      config_.attention != Mechanism::gather) {
+    throw std::invalid_argument("GSDM attention must be sparse, gather or dense, got " +
+                                mechanism_name(config_.attention));
+  }
+  if (config_.attention == Mechanism::dense && config_.mask.rule != graph::MaskRule::standard) {
+    throw std::invalid_argument("GSDM: dense attention uses no mask, so mask rule " +
+                                graph::mask_rule_name(config_.mask.rule) + " has no effect");
+  }
+  home_ =
+      std::make_shared<GsdmStructure>(model, config_.mask, config_.attention != Mechanism::dense);
+  input_proj_ = register_module("input_proj", torch::nn::ModuleList());
+  output_proj_ = register_module("output_proj", torch::nn::ModuleList());
+  for (int64_t node = 0; node < home_->num_nodes; ++node) {
+    const graph::Array& a = model.array_of(node);
+    projection_of_arity_.emplace(std::make_pair(a.width(), a.type == graph::VariableType::discrete),
+                                 0);
+  }
+  for (auto& [arity, index] : projection_of_arity_) {
+    index = static_cast<int64_t>(input_proj_->size());
+    input_proj_->push_back(torch::nn::Linear(arity.first, dim));
+    output_proj_->push_back(torch::nn::Linear(dim, arity.first));
+  }
+  table_rows_ = assign_embeddings(model, *home_);
+  structure_ = home_;
+  // The home graph's rows and codes are part of the model file (files have always held them).
+  register_buffer("embedding_index", home_->embedding_index);
+  register_buffer("sinusoidal_codes", home_->sinusoidal_codes);
+  node_table_ = register_module("node_table", torch::nn::Embedding(table_rows_, dim));
   observed_embedding_ = register_parameter("observed_embedding", torch::randn({dim}) * 0.02);
 
   time_in_ = register_module("time_in", torch::nn::Linear(dim, dim));
@@ -257,42 +288,62 @@ GsdmImpl::GsdmImpl(const graph::GraphicalModel& model, GsdmConfig config)
   final_norm_ = register_module("final_norm", std::make_shared<TokenNormImpl>(config_.norm, dim));
 }
 
-torch::Tensor GsdmImpl::node_embeddings() {
-  return node_table_->forward(embedding_index_) + sinusoidal_codes_;
+std::shared_ptr<GsdmStructure> GsdmImpl::structure_for(const graph::GraphicalModel& model) const {
+  if (config_.embedding == EmbeddingKind::independent) {
+    throw std::invalid_argument(
+        "a model with IE embeddings (a learned row per variable) runs only on the graph it was "
+        "built on; AE and EE embeddings carry over to other sizes");
+  }
+  auto structure =
+      std::make_shared<GsdmStructure>(model, config_.mask, config_.attention != Mechanism::dense);
+  const int64_t rows = assign_embeddings(model, *structure);
+  if (rows != table_rows_) {
+    throw std::invalid_argument(
+        "this graph needs " + std::to_string(rows) + " embedding rows and the model has " +
+        std::to_string(table_rows_) +
+        " (EE groups whose number depends on the size, such as sorting's one per s_i, do not "
+        "carry over; AE does)");
+  }
+  return structure;
+}
+
+void GsdmImpl::use_structure(std::shared_ptr<GsdmStructure> structure) {
+  if (!structure) throw std::invalid_argument("GSDM: use_structure needs a structure");
+  structure_ = std::move(structure);
 }
 
 torch::Tensor GsdmImpl::forward(const torch::Tensor& x_t, const torch::Tensor& t,
                                 const torch::Tensor& observed) {
-  if (x_t.dim() != 2 || x_t.size(1) != layout_.width) {
-    throw std::invalid_argument("GSDM: state must be (batch, " + std::to_string(layout_.width) +
+  const GsdmStructure& s = *structure_;
+  if (x_t.dim() != 2 || x_t.size(1) != s.layout.width) {
+    throw std::invalid_argument("GSDM: state must be (batch, " + std::to_string(s.layout.width) +
                                 "), got " + std::to_string(x_t.dim()) + "-d tensor");
   }
-  if (observed.sizes() != torch::IntArrayRef({x_t.size(0), num_nodes_})) {
+  if (observed.sizes() != torch::IntArrayRef({x_t.size(0), s.num_nodes})) {
     throw std::invalid_argument("GSDM: observed mask must be (batch, " +
-                                std::to_string(num_nodes_) + ")");
+                                std::to_string(s.num_nodes) + ")");
   }
   const int64_t batch = x_t.size(0), dim = config_.dim;
-  torch::Tensor h = torch::zeros({batch, num_nodes_, dim}, x_t.options());
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    const ArityGroup& group = groups_[g];
+  torch::Tensor h = torch::zeros({batch, s.num_nodes, dim}, x_t.options());
+  for (const ArityGroup& group : s.groups) {
     torch::Tensor values =
         x_t.index_select(1, group.entries).view({batch, group.nodes.size(0), group.width});
-    h = h.index_copy(1, group.nodes, input_proj_[g]->as<torch::nn::Linear>()->forward(values));
+    h = h.index_copy(1, group.nodes,
+                     input_proj_[group.projection]->as<torch::nn::Linear>()->forward(values));
   }
   h = h + observed.unsqueeze(-1).to(h.scalar_type()) * observed_embedding_;
   torch::Tensor time_embedding = time_out_(
       torch::silu(time_in_(sinusoidal_embedding(t, dim, FrequencySpacing::transformer))));
-  torch::Tensor node_embedding = node_embeddings();
+  torch::Tensor node_embedding = node_table_->forward(s.embedding_index) + s.sinusoidal_codes;
   for (size_t i = 0; i < res_blocks_.size(); ++i) {
     h = res_blocks_[i]->forward(h, time_embedding, node_embedding);
-    h = attention_blocks_[i]->forward(h, pattern_batch_.get());
+    h = attention_blocks_[i]->forward(h, s.pattern_batch.get());
   }
   h = torch::silu(final_norm_->forward(h));
-  torch::Tensor out = torch::zeros({batch, layout_.width}, x_t.options());
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    const ArityGroup& group = groups_[g];
-    torch::Tensor prediction =
-        output_proj_[g]->as<torch::nn::Linear>()->forward(h.index_select(1, group.nodes));
+  torch::Tensor out = torch::zeros({batch, s.layout.width}, x_t.options());
+  for (const ArityGroup& group : s.groups) {
+    torch::Tensor prediction = output_proj_[group.projection]->as<torch::nn::Linear>()->forward(
+        h.index_select(1, group.nodes));
     if (group.discrete) prediction = torch::softmax(prediction, -1);
     out = out.index_copy(1, group.entries, prediction.reshape({batch, -1}));
   }

@@ -17,9 +17,12 @@ TrainingResult train(Gsdm model, Gsdm ema_model, const diffusion::NoiseSchedule&
   // What one step keeps for the backward pass, per example and block: about 16 (nodes x dim)
   // activations and 3 (entries x heads) attention weights, 4 bytes each.
   const GsdmConfig& config = model->config();
-  const double per_example = 4.0 * static_cast<double>(config.blocks) *
-                             (16.0 * static_cast<double>(model->num_nodes() * config.dim) +
-                              3.0 * static_cast<double>(model->pattern().num_entries() * config.heads));
+  const GsdmStructure& largest =
+      problem.largest_structure ? *problem.largest_structure : *model->home_structure();
+  const double per_example =
+      4.0 * static_cast<double>(config.blocks) *
+      (16.0 * static_cast<double>(largest.num_nodes * config.dim) +
+       3.0 * static_cast<double>(largest.pattern.num_entries() * config.heads));
   require_memory(per_example * static_cast<double>(options.batch),
                  "a training batch of " + std::to_string(options.batch));
   train::LoopTask task;
@@ -27,12 +30,15 @@ TrainingResult train(Gsdm model, Gsdm ema_model, const diffusion::NoiseSchedule&
   task.ema_model = ema_model.get();
   task.loss = [&](int64_t, std::mt19937_64& rng, at::Generator& noise) {
     TrainingBatch batch = problem.make_batch(options.batch, rng);
+    model->use_structure(batch.structure ? batch.structure : model->home_structure());
     return training_loss(model, schedule, batch.x0, batch.observed, noise);
   };
   if (problem.validate) task.validate = [&] { return problem.validate(ema_model); };
   task.stop_after = problem.stop_after;
   task.metadata = problem.metadata;
-  return train::run_training(task, options, data_seed);
+  TrainingResult result = train::run_training(task, options, data_seed);
+  model->use_structure(model->home_structure());
+  return result;
 }
 
 }  // namespace structdiff::gsdm

@@ -1,6 +1,9 @@
 // The GSDM problem registry and what every problem shares: its model file, and evaluation by
 // conditional sampling.
+#include <algorithm>
 #include <chrono>
+#include <map>
+#include <memory>
 #include <stdexcept>
 
 #include <torch/torch.h>
@@ -14,6 +17,8 @@ namespace structdiff::gsdm {
 
 void to_json(nlohmann::json& j, const ProblemOptions& options) {
   j = {{"size", options.size}, {"intermediates", options.intermediates}};
+  if (!options.size_low.empty()) j["size_range"] = {options.size_low, options.size_high};
+  if (!options.variant.empty()) j["variant"] = options.variant;
 }
 
 void from_json(const nlohmann::json& j, ProblemOptions& options) {
@@ -22,6 +27,11 @@ void from_json(const nlohmann::json& j, ProblemOptions& options) {
   options.size = size.is_number_integer() ? std::vector<int64_t>{size.get<int64_t>()}
                                           : size.get<std::vector<int64_t>>();
   options.intermediates = j.at("intermediates").get<bool>();
+  if (j.contains("size_range")) {
+    options.size_low = j.at("size_range").at(0).get<std::vector<int64_t>>();
+    options.size_high = j.at("size_range").at(1).get<std::vector<int64_t>>();
+  }
+  options.variant = j.value("variant", std::string());
 }
 
 const std::vector<Problem>& problems() {
@@ -45,12 +55,14 @@ const Problem& find_problem(const std::string& name) {
                               "; the problems are " + list);
 }
 
-std::vector<int64_t> parse_size(const std::string& text) {
+namespace {
+std::vector<int64_t> parse_dimensions(const std::string& text, const std::string& option,
+                                      const std::string& example) {
   std::vector<int64_t> size;
   std::string digits;
   const auto fail = [&] {
-    throw std::invalid_argument("--size '" + text +
-                                "': give whole numbers separated by ',' or 'x', e.g. 16,16,8");
+    throw std::invalid_argument(option + " '" + text +
+                                "': give whole numbers separated by ',' or 'x', e.g. " + example);
   };
   for (size_t at = 0; at <= text.size(); ++at) {
     if (at == text.size() || text[at] == ',' || text[at] == 'x') {
@@ -64,6 +76,22 @@ std::vector<int64_t> parse_size(const std::string& text) {
     }
   }
   return size;
+}
+}  // namespace
+
+std::vector<int64_t> parse_size(const std::string& text) {
+  return parse_dimensions(text, "--size", "16,16,8");
+}
+
+void parse_size_range(const std::string& text, ProblemOptions& options) {
+  const size_t dots = text.find("..");
+  if (dots == std::string::npos) {
+    throw std::invalid_argument("--size-range '" + text +
+                                "': give the smallest and largest size as LOW..HIGH, e.g. "
+                                "1,1,1..10,10,10");
+  }
+  options.size_low = parse_dimensions(text.substr(0, dots), "--size-range", "1,1,1..10,10,10");
+  options.size_high = parse_dimensions(text.substr(dots + 2), "--size-range", "1,1,1..10,10,10");
 }
 
 std::string size_text(const std::vector<int64_t>& size) {
@@ -82,6 +110,43 @@ ProblemOptions resolve_options(const Problem& problem, ProblemOptions options) {
     throw std::invalid_argument("--size for " + problem.name + " (" + problem.size_help +
                                 ") must be in " + size_text(problem.min_size) + " .. " +
                                 size_text(problem.max_size) + ", got " + size_text(options.size));
+  }
+  if (!options.size_low.empty()) {
+    const std::string range = size_text(options.size_low) + ".." + size_text(options.size_high);
+    if (options.size_low.size() != options.size_high.size()) {
+      throw std::invalid_argument("--size-range " + range +
+                                  ": both ends need the same number of dimensions");
+    }
+    for (size_t d = 0; d < options.size_low.size(); ++d) {
+      if (options.size_low[d] > options.size_high[d]) {
+        throw std::invalid_argument("--size-range " + range +
+                                    ": the low end must not exceed the high end in any dimension");
+      }
+    }
+    for (const std::vector<int64_t>* end : {&options.size_low, &options.size_high}) {
+      ProblemOptions at_end = options;
+      at_end.size = *end;
+      at_end.size_low.clear();
+      at_end.size_high.clear();
+      try {
+        resolve_options(problem, at_end);
+      } catch (const std::invalid_argument& error) {
+        throw std::invalid_argument(std::string("--size-range: ") + error.what());
+      }
+    }
+  }
+  if (!options.variant.empty()) {
+    std::vector<std::string> names;
+    for (const auto& [name, help] : problem.variants) names.push_back(name);
+    if (std::find(names.begin(), names.end(), options.variant) == names.end()) {
+      std::string list;
+      for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+      const std::string nearest = closest_name(options.variant, names);
+      throw std::invalid_argument("--variant '" + options.variant + "'" +
+                                  (nearest.empty() ? "" : " (did you mean '" + nearest + "'?)") +
+                                  ": " + problem.name +
+                                  (names.empty() ? " has no variants" : "'s variants are " + list));
+    }
   }
   if (!options.intermediates && !problem.has_intermediates) {
     throw std::invalid_argument(problem.name + " has no intermediate variables to drop");
@@ -165,39 +230,71 @@ ProblemModel load_problem_model(const std::string& path) {
 ProblemModel load_problem_model(const std::string& path, const std::vector<int64_t>& size) {
   ProblemModel trained = load_problem_model(path);
   if (size.empty() || size == trained.options.size) return trained;
-  // The graph's own tensors (mask, embedding rows per node) are rebuilt for the new size; the
-  // learned parameters are copied and must keep their shapes.
   ProblemOptions options = trained.options;
   options.size = size;
-  nlohmann::json metadata = trained.metadata;
-  metadata["problem_options"] = resolve_options(*trained.problem, options);
-  metadata["trained_size"] = size_text(trained.options.size);
-  ProblemModel resized = build_problem_model(metadata);
-  const auto source = trained.model->named_parameters();
-  torch::NoGradGuard no_grad;
-  for (auto& item : resized.model->named_parameters()) {
-    const std::string& name = item.key();
-    torch::Tensor& parameter = item.value();
-    const torch::Tensor* found = source.find(name);
-    if (found == nullptr) throw std::logic_error("load_problem_model: no parameter " + name);
-    const torch::Tensor& learned = *found;
-    if (!learned.sizes().equals(parameter.sizes())) {
-      throw std::invalid_argument(
-          path + " was trained at size " + size_text(trained.options.size) +
-          " and cannot run at size " + size_text(size) + ": its parameter " + name +
-          " depends on the problem's size (" + std::to_string(learned.numel()) + " vs " +
-          std::to_string(parameter.numel()) +
-          " values); models trained with --embedding EE on a problem whose variables keep "
-          "their options transfer");
-    }
-    parameter.copy_(learned);
+  options = resolve_options(*trained.problem, options);
+  graph::GraphicalModel resized = trained.problem->graph(options);
+  try {
+    trained.model->use_structure(trained.model->structure_for(resized));
+  } catch (const std::invalid_argument& error) {
+    throw std::invalid_argument(path + " was trained at size " + size_text(trained.options.size) +
+                                " and cannot run at size " + size_text(size) + ": " + error.what());
   }
-  resized.model->eval();
-  return resized;
+  trained.metadata["trained_size"] = size_text(trained.options.size);
+  trained.options = options;
+  trained.graph = std::move(resized);
+  return trained;
 }
 
 void save_problem_model(const std::string& path, ProblemModel& trained) {
   train::save_model_file(path, "gsdm", *trained.model, trained.metadata);
+}
+
+void add_training_batches(TrainingProblem& task, const ProblemModel& trained) {
+  const Problem& problem = *trained.problem;
+  const ProblemOptions options = trained.options;
+  if (options.size_low.empty()) {
+    task.make_batch = [&problem, options, graph = trained.graph](int64_t count,
+                                                                 std::mt19937_64& rng) {
+      return problem.make_examples(graph, options, count, rng);
+    };
+    return;
+  }
+  struct Sized {
+    graph::GraphicalModel graph;
+    std::shared_ptr<GsdmStructure> structure;
+  };
+  auto built = std::make_shared<std::map<std::vector<int64_t>, Sized>>();
+  const auto at_size = [built, &problem, options,
+                        model = trained.model](const std::vector<int64_t>& size) -> const Sized& {
+    auto found = built->find(size);
+    if (found != built->end()) return found->second;
+    ProblemOptions sized = options;
+    sized.size = size;
+    graph::GraphicalModel graph = problem.graph(sized);
+    std::shared_ptr<GsdmStructure> structure = model->structure_for(graph);
+    return built->emplace(size, Sized{std::move(graph), std::move(structure)}).first->second;
+  };
+  try {
+    at_size(options.size_low);
+    task.largest_structure = at_size(options.size_high).structure;
+  } catch (const std::invalid_argument& error) {
+    throw std::invalid_argument("--size-range: this model cannot run at other sizes: " +
+                                std::string(error.what()));
+  }
+  task.make_batch = [at_size, &problem, options](int64_t count, std::mt19937_64& rng) {
+    std::vector<int64_t> size(options.size_low.size());
+    for (size_t d = 0; d < size.size(); ++d) {
+      size[d] =
+          std::uniform_int_distribution<int64_t>(options.size_low[d], options.size_high[d])(rng);
+    }
+    const Sized& sized = at_size(size);
+    ProblemOptions at = options;
+    at.size = size;
+    TrainingBatch batch = problem.make_examples(sized.graph, at, count, rng);
+    batch.structure = sized.structure;
+    return batch;
+  };
 }
 
 nlohmann::json evaluate(ProblemModel& trained, const TrainingBatch& examples,

@@ -43,7 +43,15 @@ graph::GraphicalModel sorting_graph(const ProblemOptions& options) {
     model.add_factor(row);
     model.add_factor(column);
   }
-  for (int64_t i = 0; i + 1 < n; ++i) model.add_factor({{"s", {i}}, {"s", {i + 1}}});
+  // s is sorted: neighbours constrain each other; the variants state it as one factor over all
+  // of s, or not at all (a misspecified model).
+  if (options.variant.empty()) {
+    for (int64_t i = 0; i + 1 < n; ++i) model.add_factor({{"s", {i}}, {"s", {i + 1}}});
+  } else if (options.variant == "s-fully-connected") {
+    std::vector<Element> all;
+    for (int64_t i = 0; i < n; ++i) all.push_back({"s", {i}});
+    model.add_factor(all);
+  }
   // EE: one embedding for all of u, of P and of C (permuting j jointly in u_j, P_.j, C_.j keeps
   // the mask); each s_i its own (s is ordered).
   std::vector<Element> u_group, p_group, c_group;
@@ -119,6 +127,8 @@ Problem sorting() {
   p.min_size = {2};
   p.max_size = {64};
   p.has_intermediates = true;
+  p.variants = {{"s-fully-connected", "one factor over all of s instead of neighbouring pairs"},
+                {"unconstrained-s", "no factor on s (a misspecified model)"}};
   // Table 2: D 64, 6 blocks, 8 heads, EE, lr 2e-4, batch 16.
   p.config.dim = 64;
   p.config.blocks = 6;
