@@ -110,10 +110,11 @@ nlohmann::json problem_model_metadata(const Problem& problem, const ProblemOptio
                                       const diffusion::ScheduleConfig& schedule);
 ProblemModel build_problem_model(const nlohmann::json& metadata);  // fresh weights
 ProblemModel load_problem_model(const std::string& path);
-// Size generalisation: the model rebuilt on the graph of `size` with the file's parameters, where
-// none depends on the node count (EE embeddings; IE has a row per variable); otherwise throws
-// std::invalid_argument naming the parameter and both sizes. metadata["trained_size"] records
-// the file's size. An empty `size` or the file's own loads the file as it is.
+// Size generalisation: the file's model running on the graph of `size`
+// (GsdmImpl::structure_for); throws std::invalid_argument naming both sizes and what does not
+// carry over (IE embeddings, size-dependent EE rows). metadata["trained_size"] records the file's
+// size, or its training range ("1,1,1..10,10,10"). An empty `size` or the file's own loads the
+// file as it is.
 ProblemModel load_problem_model(const std::string& path, const std::vector<int64_t>& size);
 void save_problem_model(const std::string& path, ProblemModel& trained);
 

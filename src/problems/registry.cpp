@@ -240,7 +240,10 @@ ProblemModel load_problem_model(const std::string& path, const std::vector<int64
     throw std::invalid_argument(path + " was trained at size " + size_text(trained.options.size) +
                                 " and cannot run at size " + size_text(size) + ": " + error.what());
   }
-  trained.metadata["trained_size"] = size_text(trained.options.size);
+  const ProblemOptions& own = trained.options;
+  trained.metadata["trained_size"] =
+      own.size_low.empty() ? size_text(own.size)
+                           : size_text(own.size_low) + ".." + size_text(own.size_high);
   trained.options = options;
   trained.graph = std::move(resized);
   return trained;
