@@ -361,6 +361,15 @@ TEST(Cli, GsdmTrainsOnANewSizePerBatch) {
   r = run("gsdm sample --model " + model + " --size 3,1,2 --count 1 --sample-steps 2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "size 3,1,2, trained at 1,1,1..3,3,2")) << r.output;
+  // Values an option's own parser rejects are usage errors, never a crash.
+  r = run("gsdm train --problem bcmf --size x --out " + model);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.output, "structdiff: error: --size 'x': give whole numbers separated by "
+                                 "',' or 'x', e.g. 16,16,8 (run with --help for usage)")) << r.output;
+  r = run("gsdm train --problem bcmf --size-range 1.. --out " + model);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.output, "--size-range '1..': give the smallest and largest size as "
+                                 "LOW..HIGH")) << r.output;
   r = run("gsdm train --problem bcmf --size-range 1,1,1..300,3,2 --out " + model);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(contains(r.output, "--size-range: --size for bcmf (m,n,k: E is m x n, the rank k) "

@@ -160,6 +160,10 @@ int main(int argc, char** argv) {
     std::cerr << "structdiff: error: " << (suggestion.empty() ? std::string(e.what()) : suggestion)
               << " (run with --help for usage)\n";
     return 2;
+  } catch (const std::exception& e) {
+    // An option's own parser (e.g. --size's) rejected its value: a usage error too.
+    std::cerr << "structdiff: error: " << e.what() << " (run with --help for usage)\n";
+    return 2;
   }
   if (dry_run) return 0;
   try {

@@ -85,7 +85,7 @@ std::vector<int64_t> parse_size(const std::string& text) {
 
 void parse_size_range(const std::string& text, ProblemOptions& options) {
   const size_t dots = text.find("..");
-  if (dots == std::string::npos) {
+  if (dots == std::string::npos || dots == 0 || dots + 2 == text.size()) {
     throw std::invalid_argument("--size-range '" + text +
                                 "': give the smallest and largest size as LOW..HIGH, e.g. "
                                 "1,1,1..10,10,10");
