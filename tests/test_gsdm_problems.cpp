@@ -306,21 +306,28 @@ TEST(Sudoku, TheTruthIsValid) {
 }
 
 // A model file of any problem comes back with its problem, options and weights, and evaluates.
-TEST(ProblemModel, SavesLoadsAndEvaluates) {
-  const Problem& sorting = find_problem("sorting");
+GsdmConfig tiny_config(EmbeddingKind embedding) {
   GsdmConfig config;
   config.dim = 16;
   config.blocks = 1;
   config.heads = 2;
-  config.embedding = EmbeddingKind::exchangeable;
+  config.embedding = embedding;
+  return config;
+}
+
+ProblemModel tiny_model(const std::string& problem, const ProblemOptions& options,
+                        EmbeddingKind embedding, uint64_t seed = 1) {
+  const Problem& entry = find_problem(problem);
+  DefaultGeneratorGuard initial_weights(seed);
+  return build_problem_model(problem_model_metadata(
+      entry, resolve_options(entry, options), tiny_config(embedding), diffusion::ScheduleConfig{}));
+}
+
+TEST(ProblemModel, SavesLoadsAndEvaluates) {
+  const Problem& sorting = find_problem("sorting");
   ProblemOptions options{{3}, false};
   options.variant = "unconstrained-s";
-  const nlohmann::json metadata =
-      problem_model_metadata(sorting, options, config, diffusion::ScheduleConfig{});
-  ProblemModel built = [&] {
-    DefaultGeneratorGuard initial_weights(1);
-    return build_problem_model(metadata);
-  }();
+  ProblemModel built = tiny_model("sorting", options, EmbeddingKind::exchangeable);
   TemporaryDirectory directory;
   save_problem_model(directory.file("sorting.pt"), built);
   ProblemModel loaded = load_problem_model(directory.file("sorting.pt"));
@@ -341,23 +348,6 @@ TEST(ProblemModel, SavesLoadsAndEvaluates) {
   EXPECT_EQ(metrics["examples"], 5);
   EXPECT_TRUE(metrics.contains("rmse"));
   EXPECT_TRUE(metrics.contains("seconds"));
-}
-
-GsdmConfig tiny_config(EmbeddingKind embedding) {
-  GsdmConfig config;
-  config.dim = 16;
-  config.blocks = 1;
-  config.heads = 2;
-  config.embedding = embedding;
-  return config;
-}
-
-ProblemModel tiny_model(const std::string& problem, const ProblemOptions& options,
-                        EmbeddingKind embedding, uint64_t seed = 1) {
-  const Problem& entry = find_problem(problem);
-  DefaultGeneratorGuard initial_weights(seed);
-  return build_problem_model(problem_model_metadata(
-      entry, resolve_options(entry, options), tiny_config(embedding), diffusion::ScheduleConfig{}));
 }
 
 // Size generalisation without copies: the model on another size's structure computes exactly
