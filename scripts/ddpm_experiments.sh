@@ -7,7 +7,7 @@
 # OUT_DIR with <attention>.pt, .log (JSONL), .txt (stdout/stderr), .json (eval) and .png (grid).
 # A rerun skips finished cells. Usage:
 #   scripts/ddpm_experiments.sh [--minutes M] [--datasets "fashion-mnist mnist"]
-#     [--attentions "dense favor-softmax favor-relu linear"] [--samples N] [--ddim-steps S]
+#     [--attentions "dense favor-softmax favor-relu linear"] [--samples N] [--sample-steps S]
 #     [--parallel P] OUT_DIR [extra `ddpm train` options...]
 set -euo pipefail
 
@@ -15,10 +15,10 @@ minutes=10
 datasets="fashion-mnist mnist"
 attentions="dense favor-softmax favor-relu linear"
 samples=1000
-ddim_steps=50
+sample_steps=50
 parallel=2
 source "$(dirname "$0")/lib/experiments.sh"
-parse_options "--minutes --datasets --attentions --samples --ddim-steps --parallel" "$@"
+parse_options "--minutes --datasets --attentions --samples --sample-steps --parallel" "$@"
 out=${arguments[0]:?OUT_DIR missing; usage at the top of $0}
 extra=("${arguments[@]:1}")
 
@@ -39,7 +39,7 @@ cell() {  # DATASET ATTENTION
   fi
   if [[ ! -f $dir/$name.json ]]; then
     "$bin" --threads 1 --seed 1 ddpm eval --model "$dir/$name.pt" \
-      --classifier "models/classifier-$1.pt" --count "$samples" --sample-steps "$ddim_steps" --eta 0 \
+      --classifier "models/classifier-$1.pt" --count "$samples" --sample-steps "$sample_steps" --eta 0 \
       --grid "$dir/$name.png" --json "$dir/$name.json" >> "$dir/$name.txt" 2>&1
   fi
   echo "done: $dir/$name"

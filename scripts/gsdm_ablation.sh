@@ -13,8 +13,8 @@ mkdir -p "$out"
 # the experiment (tests/test_scripts.cpp checks that these command lines still parse).
 train() {  # size attention dim blocks heads
   "$bin" --threads 1 --seed 0 sudoku train --size "$1" --attention "$2" --dim "$3" --blocks "$4" \
-    --heads "$5" --embedding AE --norm token --grids broad \
-    --schedule linear --diffusion-steps 1000 --beta-start 1e-4 --beta-end 5e-3 \
+    --heads "$5" --embedding AE --norm token \
+    --noise-schedule linear --diffusion-steps 1000 --beta-start 1e-4 --beta-end 5e-3 \
     --batch 32 --lr 3e-4 --lr-decay constant --warmup 0 --weight-decay 0 --clip 1 --ema 0.99 \
     --validate-every 0 --train-steps 1000000 --max-minutes "$minutes" \
     --log "$out/sudoku$1-$2.jsonl" --out "$out/sudoku$1-$2.pt" > "$out/sudoku$1-$2.train.txt" 2>&1

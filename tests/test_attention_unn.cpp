@@ -112,6 +112,36 @@ TEST(AttentionUnn, LearnsSequenceCompletionInAFewSteps) {
   EXPECT_GT(result.best_dev_accuracy, 0.25) << "chance is 1/66";
 }
 
+// Train 8 steps straight, or 4, stop, and resume to 8 from the checkpoint: the same weights,
+// best-validation copy included, to the bit.
+TEST(AttentionUnn, ResumedTrainingIsBitExact) {
+  const data::NumberSequences all = data::generate_number_sequences();
+  const data::NumberSequences subset = data::select_number_sequences(
+      all, torch::arange(0, all.size(), all.size() / 1500, torch::kLong));
+  TemporaryDirectory scratch;
+  unn::AttentionUnnConfig config;
+  config.d_model = 12;
+  unn::AttentionUnnTraining options;
+  options.batch_size = 32;
+  options.dev_size = 200;
+  options.loop.steps = 8;
+  options.loop.validate_every = 2;
+  options.loop.show_progress = false;
+  unn::AttentionUnn straight(config);
+  unn::train_attention_unn(straight, subset, options);
+
+  unn::AttentionUnn interrupted(config);
+  options.loop.checkpoint_path = scratch.file("run.pt");
+  options.loop.checkpoint_every = 2;
+  options.loop.steps = 4;
+  unn::train_attention_unn(interrupted, subset, options);
+  unn::AttentionUnn resumed(config);
+  options.loop.steps = 8;
+  options.loop.resume = true;
+  unn::train_attention_unn(resumed, subset, options);
+  expect_identical(*straight, *resumed);
+}
+
 TEST(AttentionUnn, ModelFileRoundTrip) {
   TemporaryDirectory scratch;
   unn::AttentionUnn model = small_model(6, 3);

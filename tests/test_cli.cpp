@@ -1,58 +1,19 @@
 // The command-line tool as a user meets it: help, one-line errors, pattern and bench commands.
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
-#include <sys/wait.h>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <torch/cuda.h>
 
 #include "structdiff/datasets.h"
 #include "structdiff/gsdm_problems.h"
-#include "support/temporary_files.h"
+#include "support/cli.h"
 
 namespace {
-
-struct Result {
-  int exit_code;
-  std::string output;  // stdout and stderr together
-};
-
-// A shell command line as it is (for pipelines and background jobs).
-Result run_shell(const std::string& command) {
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return {-1, "popen failed"};
-  std::string output;
-  std::array<char, 4096> buffer{};
-  while (fgets(buffer.data(), buffer.size(), pipe) != nullptr) output += buffer.data();
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
-
-Result run(const std::string& arguments) {
-  return run_shell(std::string(STRUCTDIFF_BINARY) + " " + arguments + " 2>&1");
-}
-
-int line_count(const std::string& text) {
-  int lines = 0;
-  for (char c : text) lines += c == '\n';
-  return lines;
-}
-
-// Each test runs in a process of its own (ctest -j2 runs two at once): one scratch directory per
-// process, so concurrent tests never share a file.
-std::string temp_path(const std::string& name) {
-  static const TemporaryDirectory directory;
-  return directory.file(name);
-}
-
-bool contains(const std::string& text, const std::string& fragment) {
-  return text.find(fragment) != std::string::npos;
-}
 
 TEST(Cli, HelpOnEveryLevel) {
   for (const char* args : {"--help", "bench --help", "bench attention --help", "pattern --help"}) {
@@ -397,7 +358,7 @@ TEST(Cli, GsdmTrainStopsAtAValidationMetricsLevel) {
 // A mask ablation is a model option: the model file records it, so eval rebuilds the same mask.
 TEST(Cli, GsdmMaskAblationsTrainAndTheirModelFilesKeepThem) {
   const std::string model = temp_path("sorting3-random.pt");
-  Result r = run("gsdm train --problem sorting --size 3 --dim 16 --blocks 1 --heads 2 --mask random "
+  Result r = run("gsdm train --problem sorting --size 3 --dim 16 --blocks 1 --heads 2 --mask-rule random "
                  "--mask-seed 4 --train-steps 2 --validate-every 2 --validation-examples 2 --out " +
                  model);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -409,13 +370,13 @@ TEST(Cli, GsdmMaskAblationsTrainAndTheirModelFilesKeepThem) {
   EXPECT_EQ(loaded.model->pattern(), loaded.graph.compile({structdiff::graph::MaskRule::random, 4}));
   r = run("gsdm mask --problem sorting --size 2 --rule non-symmetrised");
   EXPECT_TRUE(contains(r.output, "12 variables in 4 arrays; mask: 34 entries")) << r.output;
-  r = run("gsdm train --problem sorting --size 3 --attention dense --mask non-symmetrised "
+  r = run("gsdm train --problem sorting --size 3 --attention dense --mask-rule non-symmetrised "
           "--train-steps 1 --out " + model);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(contains(r.output, "dense attention uses no mask, so mask rule non-symmetrised has "
                                  "no effect")) << r.output;
-  r = run("gsdm train --problem sorting --mask symmetric --train-steps 1 --out " + model);
-  EXPECT_TRUE(contains(r.output, "--mask: symmetric not in {standard,non-symmetrised,random}"))
+  r = run("gsdm train --problem sorting --mask-rule symmetric --train-steps 1 --out " + model);
+  EXPECT_TRUE(contains(r.output, "--mask-rule: symmetric not in {standard,non-symmetrised,random}"))
       << r.output;
 }
 
@@ -442,7 +403,7 @@ TEST(Cli, SudokuSolveStopsAtTheFirstValidSample) {
 TEST_F(SudokuCli, TheGenericGsdmEvalReadsSudokuModels) {
   const Result r = run("gsdm eval --model " + model_ + " --count 2 --sample-steps 2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "sudoku (size 2), 2 examples")) << r.output;
+  EXPECT_TRUE(contains(r.output, "sudoku (size 4), 2 examples")) << r.output;
   EXPECT_TRUE(contains(r.output, "valid_fraction")) << r.output;
 }
 
@@ -467,7 +428,7 @@ TEST_F(SudokuCli, StochasticDdimTakesEtaInZeroToOne) {
 
 TEST_F(SudokuCli, EvalDrawsPuzzlesFromTheModelsGridFamilyUnlessTold) {
   const std::string pattern_model = temp_path("tiny_sudoku4_pattern.pt");
-  Result r = run("sudoku train --size 4 --dim 16 --blocks 1 --heads 2 --train-steps 2 --grids pattern --out " +
+  Result r = run("sudoku train --size 4 --dim 16 --blocks 1 --heads 2 --train-steps 2 --variant pattern --out " +
                  pattern_model);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string eval = " --count 2 --diversity-samples 2 --sample-steps 2";
@@ -481,10 +442,11 @@ TEST_F(SudokuCli, EvalDrawsPuzzlesFromTheModelsGridFamilyUnlessTold) {
   EXPECT_NE(r.output.find("puzzles from pattern grids (the model was trained on broad grids)"),
             std::string::npos)
       << r.output;
-  r = run("sudoku train --size 4 --train-steps 1 --grids uniform --out " + temp_path("unused.pt"));
+  r = run("sudoku train --size 4 --train-steps 1 --variant uniform --out " + temp_path("unused.pt"));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(line_count(r.output), 1) << r.output;
-  EXPECT_NE(r.output.find("--grids: uniform not in {broad,pattern}"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--variant 'uniform': sudoku's variants are pattern"), std::string::npos)
+      << r.output;
 }
 
 TEST_F(SudokuCli, BadPuzzlesGetOneLineReasons) {
@@ -514,17 +476,36 @@ TEST(Cli, GlobalOptionsStandBeforeOrAfterTheSubcommand) {
   }
 }
 
-TEST(Cli, DevicesOtherThanTheCpuAreUsageErrorsThatSaySo) {
+TEST(Cli, UnusableDevicesAreUsageErrorsThatSayWhy) {
+  const bool has_gpu = torch::cuda::is_available();
   for (const std::string& args : {"--device cuda pattern --workload sudoku9",
                                   "pattern --workload sudoku9 --device cuda:0"}) {
+    if (has_gpu) break;
     Result r = run(args);
     EXPECT_EQ(r.exit_code, 2) << args;
     EXPECT_EQ(line_count(r.output), 1) << r.output;
-    EXPECT_TRUE(contains(r.output, "runs its models on the CPU only so far")) << r.output;
+    EXPECT_TRUE(contains(r.output, "this libtorch sees no GPU")) << r.output;
   }
-  Result r = run("--device tpu pattern --workload sudoku9");
+  Result r = run("--device cuda:999 pattern --workload sudoku9");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_TRUE(contains(r.output, "unknown device 'tpu' (cpu)")) << r.output;
+  EXPECT_TRUE(contains(r.output, has_gpu ? "(cuda:0..cuda:" : "this libtorch sees no GPU"))
+      << r.output;
+  for (const char* name : {"tpu", "cuda:x", "cuda0", "cuda:"}) {
+    r = run(std::string("--device ") + name + " pattern --workload sudoku9");
+    EXPECT_EQ(r.exit_code, 2) << name;
+    EXPECT_TRUE(contains(r.output, "unknown device '" + std::string(name) +
+                                       "' (cpu, cuda or cuda:N)"))
+        << r.output;
+  }
+}
+
+TEST(Cli, EpochCountsBelowOneAreUsageErrors) {
+  for (const std::string& args : {"difformer train --epochs 0", "classifier train --epochs 0"}) {
+    Result r = run(args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.output;
+    EXPECT_EQ(line_count(r.output), 1) << r.output;
+    EXPECT_TRUE(contains(r.output, "--epochs: must be > 0, got 0")) << r.output;
+  }
 }
 
 TEST(Cli, MistypedNamesGetDidYouMean) {
@@ -582,7 +563,7 @@ TEST(Cli, ModelFilesOfAnotherKindOrTruncatedAreNamed) {
   Result r = run("sudoku solve --model " + models + "ddpm-fashion-mnist.pt ................");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(line_count(r.output), 1) << r.output;
-  EXPECT_TRUE(contains(r.output, "ddpm-fashion-mnist.pt holds a model of kind 'ddpm', not 'sudoku'")) << r.output;
+  EXPECT_TRUE(contains(r.output, "ddpm-fashion-mnist.pt holds a model of kind 'ddpm', not 'gsdm'")) << r.output;
 
   const std::string truncated = temp_path("truncated.pt");
   {
@@ -607,7 +588,7 @@ TEST(Cli, ModelInfoShowsKindProvenanceAndWeightsHash) {
   r = run("model info " + model + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const nlohmann::json info = nlohmann::json::parse(r.output);
-  EXPECT_EQ(info["kind"], "sudoku");
+  EXPECT_EQ(info["kind"], "gsdm");
   EXPECT_EQ(info["config"]["model"]["dim"], 16);
   EXPECT_EQ(info["provenance"]["seed"], 4);
   EXPECT_TRUE(contains(info["provenance"]["command_line"], "sudoku train --size 4")) << info;
@@ -634,31 +615,37 @@ TEST(Cli, DifformerTrainWritesOneModelFilePerRun) {
 
 // The acceptance check: SIGINT, then --resume, ends with the weights of an
 // uninterrupted run.
+// SIGINT (Ctrl-C) and SIGTERM (a scheduler's stop) alike: exit 128 + signal, no temporary files,
+// no model written, and resuming from the checkpoint ends where an uninterrupted run ends.
 TEST(Cli, InterruptedAndResumedTrainingEqualsAnUninterruptedRun) {
   const std::string train = std::string(STRUCTDIFF_BINARY) +
                             " --threads 1 sudoku train --size 4 --dim 16 --blocks 1 --heads 2 "
                             "--train-steps 3000 --checkpoint-every 50 --validate-every 0";
-  const std::string straight = temp_path("straight.pt"), resumed = temp_path("resumed.pt");
-  const std::string checkpoint = temp_path("interrupted.ckpt");
+  const std::string straight = temp_path("straight.pt");
   Result r = run_shell(train + " --checkpoint " + temp_path("straight.ckpt") + " --out " + straight + " 2>&1");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-
-  r = run_shell("(" + train + " --checkpoint " + checkpoint + " --out " + resumed + " & pid=$!; " +
-                "while [ ! -f " + checkpoint + " ]; do sleep 0.02; done; kill -INT $pid; wait $pid; " +
-                "echo exit=$?) 2>&1");
-  ASSERT_TRUE(contains(r.output, "exit=130")) << "the run ended before the signal: " << r.output;
-  EXPECT_TRUE(contains(r.output, "structdiff: interrupted by SIGINT after step")) << r.output;
-  EXPECT_FALSE(std::filesystem::exists(resumed));
-  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(checkpoint).parent_path())) {
-    EXPECT_FALSE(contains(entry.path().filename().string(), ".tmp.")) << entry.path();
-  }
-
-  r = run_shell(train + " --checkpoint " + checkpoint + " --resume --out " + resumed + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto hash = [](const std::string& model) {
     return nlohmann::json::parse(run("model info " + model + " --json").output)["weights_sha256"];
   };
-  EXPECT_EQ(hash(straight), hash(resumed));
+  for (const auto& [signal, exit_code] : {std::pair<std::string, int>{"INT", 130}, {"TERM", 143}}) {
+    SCOPED_TRACE("SIG" + signal);
+    const std::string resumed = temp_path("resumed-" + signal + ".pt");
+    const std::string checkpoint = temp_path("interrupted-" + signal + ".ckpt");
+    r = run_shell("(" + train + " --checkpoint " + checkpoint + " --out " + resumed + " & pid=$!; " +
+                  "while [ ! -f " + checkpoint + " ]; do sleep 0.02; done; kill -" + signal +
+                  " $pid; wait $pid; echo exit=$?) 2>&1");
+    ASSERT_TRUE(contains(r.output, "exit=" + std::to_string(exit_code)))
+        << "the run ended before the signal: " << r.output;
+    EXPECT_TRUE(contains(r.output, "structdiff: interrupted by SIG" + signal + " after step")) << r.output;
+    EXPECT_FALSE(std::filesystem::exists(resumed));
+    for (const auto& entry :
+         std::filesystem::directory_iterator(std::filesystem::path(checkpoint).parent_path())) {
+      EXPECT_FALSE(contains(entry.path().filename().string(), ".tmp.")) << entry.path();
+    }
+    r = run_shell(train + " --checkpoint " + checkpoint + " --resume --out " + resumed + " 2>&1");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(hash(straight), hash(resumed));
+  }
 }
 
 TEST(Cli, SizesBeyondTheMachineAreRefusedBeforeAllocating) {

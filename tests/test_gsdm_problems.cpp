@@ -27,8 +27,12 @@ TEST(Registry, UnknownProblemsAndSizesAreNamed) {
                     "sorting, bcmf, matrix-inversion, boolean");
   EXPECT_THROW_WITH(resolve_options(find_problem("sorting"), {{1}, true}), std::invalid_argument,
                     "--size for sorting (list length) must be in 2 .. 64, got 1");
-  EXPECT_THROW_WITH(resolve_options(find_problem("sudoku"), {{3}, false}), std::invalid_argument,
+  EXPECT_THROW_WITH(resolve_options(find_problem("sudoku"), {{9}, false}), std::invalid_argument,
                     "sudoku has no intermediate variables to drop");
+  EXPECT_THROW_WITH(resolve_options(find_problem("sudoku"), {{10}, true}), std::invalid_argument,
+                    "--size for sudoku (grid side: 4, 9, 16 or 25): a square of 2..5, got 10");
+  EXPECT_THROW_WITH(resolve_options(find_problem("sudoku"), {{3}, true}), std::invalid_argument,
+                    "--size for sudoku (grid side: 4, 9, 16 or 25) must be in 4 .. 25, got 3");
   EXPECT_EQ(resolve_options(find_problem("sorting"), {}).size, std::vector<int64_t>{5});
 }
 
@@ -67,9 +71,9 @@ TEST(Sorting, VariantsChangeOnlyTheFactorsOnS) {
   factorisation.variant = "unconstrained-s";
   EXPECT_THROW_WITH(resolve_options(find_problem("bcmf"), factorisation), std::invalid_argument,
                     "--variant 'unconstrained-s': bcmf's variants are unconditional");
-  factorisation.size = {3};
+  factorisation.size = {9};
   EXPECT_THROW_WITH(resolve_options(find_problem("sudoku"), factorisation), std::invalid_argument,
-                    "--variant 'unconstrained-s': sudoku has no variants");
+                    "--variant 'unconstrained-s': sudoku's variants are pattern");
 }
 
 TEST(Sorting, SharedEmbeddingsAreLicensedByTheMask) {
@@ -296,7 +300,7 @@ TEST(EncodeState, RejectsAnOptionOutsideTheVariable) {
 
 TEST(Sudoku, TheTruthIsValid) {
   const Problem& sudoku = find_problem("sudoku");
-  const ProblemOptions options{{2}, true};
+  const ProblemOptions options{{4}, true};
   const graph::GraphicalModel model = sudoku.graph(options);
   std::mt19937_64 rng(5);
   const TrainingBatch batch = sudoku.make_examples(model, options, 6, rng);

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <torch/linalg.h>  // not part of torch/torch.h in libtorch 2.x
 #include <torch/torch.h>
 
 #include "structdiff/datasets.h"

@@ -15,6 +15,7 @@
 
 #include "structdiff/attention.h"
 #include "structdiff/mechanism_registry.h"
+#include "support/gpu.h"
 #include "support/gradcheck.h"
 
 namespace structdiff {
@@ -112,6 +113,27 @@ TEST_P(MechanismHarness, Float64MatchesReference) {
 
 TEST_P(MechanismHarness, Float32MatchesReference) {
   EXPECT_LE(max_error_against_reference(torch::kFloat), mechanism().float32_tolerance);
+}
+
+// Every mechanism on the GPU against the same float64 reference (computed on the CPU).
+TEST_P(MechanismHarness, OnTheGpuMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  const torch::Tensor reference =
+      mechanism().reference(inputs_[0], inputs_[1], inputs_[2], arguments_);
+  for (const torch::ScalarType dtype : {torch::kDouble, torch::kFloat}) {
+    MechanismArguments arguments = arguments_;
+    if (arguments.projection.defined()) {
+      arguments.projection = arguments.projection.to(torch::kCUDA, dtype);
+    }
+    const auto on_gpu = [&](const torch::Tensor& t) { return t.to(torch::kCUDA, dtype); };
+    const torch::Tensor out =
+        mechanism().compute(on_gpu(inputs_[0]), on_gpu(inputs_[1]), on_gpu(inputs_[2]), arguments);
+    EXPECT_TRUE(out.is_cuda());
+    const double error = (out.cpu().to(torch::kDouble) - reference).abs().max().item<double>();
+    EXPECT_LE(error, dtype == torch::kDouble ? mechanism().float64_tolerance
+                                             : mechanism().float32_tolerance)
+        << c10::toString(dtype);
+  }
 }
 
 TEST_P(MechanismHarness, GradientsMatchFiniteDifferences) {

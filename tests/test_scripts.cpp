@@ -1,17 +1,16 @@
 // The experiment scripts still run the commands they record: every structdiff command line in
-// them parses (options known, values valid), checked with `structdiff --dry-run` through a stand-in
-// binary that also creates the files each command would write, so later commands find them.
-#include <array>
+// them parses (options known, values valid). A stand-in binary records each command line and
+// creates the files it would write, so later commands find them; `structdiff --dry-run-lines`
+// then checks them all in one process, as --dry-run checks one.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
-#include <sys/wait.h>
 
 #include <gtest/gtest.h>
 
-#include "support/temporary_files.h"
+#include "support/cli.h"
 
 namespace {
 
@@ -29,13 +28,9 @@ class ExperimentScript : public ::testing::TestWithParam<Script> {};
 TEST_P(ExperimentScript, EveryStructdiffCommandParses) {
   const Script& script = GetParam();
   TemporaryDirectory scratch;
-  const std::string log = scratch.file("calls.log"), stand_in = scratch.file("structdiff");
+  const std::string lines = scratch.file("calls"), stand_in = scratch.file("structdiff");
   std::ofstream(stand_in) << "#!/usr/bin/env bash\n"
-                          << "if error=$(" << STRUCTDIFF_BINARY << " --dry-run \"$@\" 2>&1); then\n"
-                          << "  echo \"ok $*\" >> " << log << "\n"
-                          << "else\n"
-                          << "  echo \"FAILED $* -> $error\" >> " << log << "\n"
-                          << "fi\n"
+                          << "(IFS=$'\\x1f'; printf '%s\\n' \"$*\") >> " << lines << "\n"
                           << "previous=\n"
                           << "for word in \"$@\"; do\n"
                           << "  case $previous in --out|--json|--grid|--log) : > \"$word\" ;; esac\n"
@@ -47,9 +42,30 @@ TEST_P(ExperimentScript, EveryStructdiffCommandParses) {
                               stand_in + " bash scripts/" + script.name + " " + script.arguments +
                               " " + scratch.file("out") + " > /dev/null 2>&1";
   std::system(command.c_str());
-  const std::string calls = read_file(log);
-  EXPECT_FALSE(calls.empty()) << script.name << " ran no structdiff command";
-  EXPECT_EQ(calls.find("FAILED"), std::string::npos) << calls;
+  ASSERT_FALSE(read_file(lines).empty()) << script.name << " ran no structdiff command";
+  // From where the scripts ran: their paths are relative to the repository root.
+  const Result checked = run_shell("cd " + std::string(STRUCTDIFF_SOURCE_DIR) + " && " +
+                                   STRUCTDIFF_BINARY + " --dry-run-lines " + lines + " 2>&1");
+  EXPECT_EQ(checked.exit_code, 0) << checked.output;
+  EXPECT_FALSE(contains(checked.output, "FAILED")) << checked.output;
+}
+
+TEST(DryRunLines, NamesEveryLineThatDoesNotParse) {
+  TemporaryDirectory scratch;
+  const std::string lines = scratch.file("calls");
+  const auto line = [](const std::vector<std::string>& words) {
+    std::string joined;
+    for (const std::string& word : words) joined += (joined.empty() ? "" : "\x1f") + word;
+    return joined + "\n";
+  };
+  std::ofstream(lines) << line({"pattern", "--workload", "sudoku9"})
+                       << line({"sudoku", "train", "--sead", "1"})
+                       << line({"gsdm", "mask", "--problem", "sorting", "--size", "20"});
+  const Result r = run("--dry-run-lines " + lines);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "did you mean '--seed'?")) << r.output;
+  EXPECT_TRUE(contains(r.output, "FAILED: structdiff sudoku train --sead 1")) << r.output;
+  EXPECT_TRUE(contains(r.output, "2 of 3 command lines parse")) << r.output;
 }
 
 INSTANTIATE_TEST_SUITE_P(

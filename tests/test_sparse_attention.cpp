@@ -1,7 +1,8 @@
 // The fused sparse kernel and the gather baseline against dense-with-pattern on many patterns, in
 // float64, forward and all three gradients (finite differences and float64 references are the
 // registry harness's, in test_mechanism.cpp), plus edge cases, validation messages and the
-// PatternBatch cache under concurrent first use.
+// PatternBatch cache under concurrent first use. On a machine with a GPU, the CUDA kernel against
+// the CPU kernel on the same cases (skipped, and reported so, without one).
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -11,6 +12,7 @@
 
 #include "structdiff/attention.h"
 #include "structdiff/sudoku_model.h"
+#include "support/gpu.h"
 #include "support/gradcheck.h"
 
 namespace structdiff {
@@ -94,6 +96,27 @@ TEST_P(AgainstDense, GatherEqualsDenseForwardAndGradients) {
       [&](const Inputs& x) { return dense_attention(x[0], x[1], x[2], c.scaling, &batch); }, in);
 }
 
+// `f` on copies of the inputs on the GPU, its result brought back: autograd carries the gradients
+// across, so expect_same_function compares the CUDA kernel's gradients too.
+torch::Tensor on_gpu(const std::function<torch::Tensor(const Inputs&)>& f, const Inputs& x) {
+  Inputs moved;
+  for (const auto& t : x) moved.push_back(t.to(torch::kCUDA));
+  return f(moved).cpu();
+}
+
+TEST_P(AgainstDense, CudaKernelEqualsCpuKernelForwardAndGradients) {
+  SKIP_WITHOUT_GPU();
+  const Case& c = GetParam();
+  torch::manual_seed(4);
+  PatternBatch batch(c.patterns);
+  const auto& first = c.patterns.front();
+  Inputs in = random_qkv(c.batch, c.heads, first.num_queries(), first.num_keys(), c.dim);
+  const auto sparse = [&](const Inputs& x) {
+    return sparse_attention(x[0], x[1], x[2], batch, c.scaling);
+  };
+  expect_same_function([&](const Inputs& x) { return on_gpu(sparse, x); }, sparse, in);
+}
+
 INSTANTIATE_TEST_SUITE_P(Patterns, AgainstDense, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param.name; });
 
@@ -161,6 +184,111 @@ TEST(SparseAttention, FewSlicesUseRowParallelBackward) {
       [&](const Inputs& x) { return sparse_attention(x[0], x[1], x[2], batch, Scaling::none); },
       [&](const Inputs& x) { return dense_attention(x[0], x[1], x[2], Scaling::none, &batch); }, in);
   at::set_num_threads(saved_threads);
+}
+
+TEST(SparseAttentionCuda, Float32MatchesFloat64) {
+  SKIP_WITHOUT_GPU();
+  torch::manual_seed(8);
+  PatternBatch batch(sudoku_pattern(3));
+  Inputs in = random_qkv(2, 4, 81, 81, 32);
+  const torch::Tensor exact =
+      sparse_attention(in[0], in[1], in[2], batch, Scaling::inverse_sqrt_dim);
+  const auto cuda_float = [](const torch::Tensor& t) { return t.to(torch::kCUDA, torch::kFloat); };
+  const torch::Tensor single = sparse_attention(cuda_float(in[0]), cuda_float(in[1]),
+                                                cuda_float(in[2]), batch, Scaling::inverse_sqrt_dim);
+  EXPECT_TRUE(single.is_cuda());
+  EXPECT_EQ(single.scalar_type(), torch::kFloat);
+  EXPECT_LT((single.cpu().to(torch::kDouble) - exact).abs().max().item<double>(), 1e-5);
+}
+
+TEST(SparseAttentionCuda, HeadDimensionsUpTo256AndStridedInputs) {
+  SKIP_WITHOUT_GPU();
+  torch::manual_seed(10);
+  PatternBatch batch(patterns::random_per_row(24, 24, 5, 4));
+  for (int64_t dim : {1, 33, 100, 200, 256}) {
+    // (batch, tokens, heads, dim) transposed, as models produce it.
+    auto make = [dim] { return torch::randn({2, 24, 3, dim}, torch::kDouble).transpose(1, 2); };
+    Inputs in = {make(), make(), make()};
+    const auto sparse = [&](const Inputs& x) {
+      return sparse_attention(x[0], x[1], x[2], batch, Scaling::inverse_sqrt_dim);
+    };
+    SCOPED_TRACE("head_dim " + std::to_string(dim));
+    expect_same_function([&](const Inputs& x) { return on_gpu(sparse, x); }, sparse, in);
+  }
+  Inputs wide = random_qkv(1, 1, 24, 24, 257);
+  for (auto& t : wide) t = t.to(torch::kCUDA);
+  EXPECT_THROW_WITH(sparse_attention(wide[0], wide[1], wide[2], batch, Scaling::none),
+                    std::invalid_argument,
+                    "sparse attention on CUDA takes head_dim up to 256, got 257");
+}
+
+// The backward pass gathers over the transposed pattern instead of scattering with atomics: two
+// runs give the same bits.
+TEST(SparseAttentionCuda, BackwardIsDeterministic) {
+  SKIP_WITHOUT_GPU();
+  torch::manual_seed(11);
+  PatternBatch batch(patterns::random_per_row(500, 500, 40, 5));
+  Inputs in = random_qkv(2, 4, 500, 500, 32, torch::kFloat);
+  const torch::Tensor cotangent = torch::randn({2, 4, 500, 32}).to(torch::kCUDA);
+  auto gradients = [&] {
+    Inputs x;
+    for (const auto& t : in) x.push_back(t.to(torch::kCUDA).requires_grad_(true));
+    (sparse_attention(x[0], x[1], x[2], batch, Scaling::inverse_sqrt_dim) * cotangent)
+        .sum()
+        .backward();
+    return Inputs{x[0].grad(), x[1].grad(), x[2].grad()};
+  };
+  const Inputs first = gradients(), second = gradients();
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(torch::equal(first[i], second[i])) << "input " << i;
+}
+
+TEST(PatternBatch, FormsOnAGpuAreCopiedOnceAndEqualTheCpuForms) {
+  SKIP_WITHOUT_GPU();
+  PatternBatch batch({patterns::random_per_row(30, 40, 3, 1), patterns::full(30, 40)});
+  const torch::Device gpu(torch::kCUDA, 0);
+  const std::vector<std::pair<const torch::Tensor* (*)(const PatternBatch&, torch::Device),
+                              const char*>>
+      forms = {
+          {[](const PatternBatch& b, torch::Device d) { return &b.row_offsets(d); }, "row_offsets"},
+          {[](const PatternBatch& b, torch::Device d) { return &b.col_indices(d); }, "col_indices"},
+          {[](const PatternBatch& b, torch::Device d) { return &b.dense_mask(d); }, "dense_mask"},
+          {[](const PatternBatch& b, torch::Device d) { return &b.padded_indices(d); }, "padded"},
+          {[](const PatternBatch& b, torch::Device d) { return &b.key_queries(d); }, "key_queries"},
+      };
+  for (const auto& [form, name] : forms) {
+    const torch::Tensor* first = form(batch, gpu);
+    EXPECT_TRUE(first->is_cuda()) << name;
+    EXPECT_EQ(first, form(batch, gpu)) << name << " copied twice";
+    EXPECT_TRUE(torch::equal(first->cpu(), *form(batch, torch::kCPU))) << name;
+  }
+}
+
+// The transpose the CUDA backward reads: for every pattern and key, the queries that attend to
+// it, ascending, with offsets absolute across the batch's patterns like row_offsets.
+TEST(PatternBatch, TransposedPatternListsTheQueriesOfEachKey) {
+  const std::vector<AttentionPattern> per_element = {ragged_with_empty_rows(),
+                                                     patterns::random_per_row(6, 5, 2, 3)};
+  PatternBatch batch(per_element);
+  const torch::Tensor offsets = batch.key_offsets(), queries = batch.key_queries();
+  ASSERT_EQ(offsets.sizes(), torch::IntArrayRef({2, 6}));
+  ASSERT_EQ(queries.numel(), batch.num_entries());
+  int64_t base = 0;
+  for (size_t p = 0; p < per_element.size(); ++p) {
+    const AttentionPattern& pattern = per_element[p];
+    for (int64_t key = 0; key < 5; ++key) {
+      std::vector<int64_t> expected;
+      for (int64_t row = 0; row < 6; ++row) {
+        if (pattern.contains(row, key)) expected.push_back(row);
+      }
+      const int64_t first = offsets[p][key].item<int64_t>(), last = offsets[p][key + 1].item<int64_t>();
+      std::vector<int64_t> actual;
+      for (int64_t e = first; e < last; ++e) actual.push_back(queries[e].item<int64_t>());
+      EXPECT_EQ(actual, expected) << "pattern " << p << " key " << key;
+    }
+    EXPECT_EQ(offsets[p][0].item<int64_t>(), base);
+    base += pattern.num_entries();
+    EXPECT_EQ(offsets[p][5].item<int64_t>(), base);
+  }
 }
 
 // Threads that ask a fresh PatternBatch for its cached forms at the same moment all get the one

@@ -22,9 +22,10 @@ enum class Scaling { inverse_sqrt_dim, none };
 double scale_factor(Scaling scaling, int64_t head_dim);
 
 // A pattern applied to a batch: one pattern shared by every batch element, or one per element.
-// Packs the CSR into tensors for the kernels and caches the dense mask and the padded gather
-// index on first use. Copies share that cache, and it is built once even when several threads
-// ask for it at the same time.
+// Packs the CSR into tensors for the kernels and caches the dense mask, the padded gather index
+// and the transposed CSR on first use. Each form is built on the CPU and copied once to any other
+// device asked for, so a pattern follows its inputs wherever they live. Copies share that cache,
+// and each entry is built once even when several threads ask for it at the same time.
 class PatternBatch {
  public:
   explicit PatternBatch(const AttentionPattern& shared);
@@ -36,22 +37,29 @@ class PatternBatch {
   int64_t max_degree() const { return max_degree_; }
   int64_t num_entries() const { return col_indices_.numel(); }  // over all patterns
   // (size, num_queries + 1) int64: offsets into col_indices(), absolute across patterns.
-  const torch::Tensor& row_offsets() const { return row_offsets_; }
-  const torch::Tensor& col_indices() const { return col_indices_; }
+  const torch::Tensor& row_offsets(torch::Device device = torch::kCPU) const;
+  const torch::Tensor& col_indices(torch::Device device = torch::kCPU) const;
   // (size, num_queries, num_keys) bool.
-  const torch::Tensor& dense_mask() const;
+  const torch::Tensor& dense_mask(torch::Device device = torch::kCPU) const;
   // (size, num_queries, max_degree) int64 key index, padding slots point at key 0, and the
   // matching bool validity mask.
-  const torch::Tensor& padded_indices() const;
-  const torch::Tensor& padded_valid() const;
+  const torch::Tensor& padded_indices(torch::Device device = torch::kCPU) const;
+  const torch::Tensor& padded_valid(torch::Device device = torch::kCPU) const;
+  // The transpose: (size, num_keys + 1) int64 offsets, absolute across patterns, into
+  // key_queries(), the query of each entry (ascending within a key).
+  const torch::Tensor& key_offsets(torch::Device device = torch::kCPU) const;
+  const torch::Tensor& key_queries(torch::Device device = torch::kCPU) const;
 
   // Throws std::invalid_argument unless the pattern fits these inputs.
   void check_compatible(const torch::Tensor& q, const torch::Tensor& k) const;
 
  private:
   struct Cache;  // in pattern_batch.cpp, which alone needs its once-flags (<mutex>)
+  enum class Form;
+  const torch::Tensor& on_device(const torch::Tensor& cpu, Form form, torch::Device device) const;
   void build_dense_mask() const;
   void build_padded() const;
+  void build_transposed() const;
   int64_t size_ = 0, num_queries_ = 0, num_keys_ = 0, max_degree_ = 0;
   torch::Tensor row_offsets_, col_indices_;
   std::shared_ptr<Cache> cache_;

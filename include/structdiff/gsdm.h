@@ -83,6 +83,10 @@ struct GsdmStructure {
   std::vector<ArityGroup> groups;
   torch::Tensor embedding_index;   // (nodes,) row of the node table per node
   torch::Tensor sinusoidal_codes;  // (nodes, dim): AE index codes, zeros otherwise
+  // Where the tensors above live; the model moves its structure to its inputs' device on use
+  // (the pattern follows by itself).
+  torch::Device device = torch::kCPU;
+  void move_to(torch::Device target);
 };
 
 class GsdmImpl : public torch::nn::Module {
@@ -90,8 +94,9 @@ class GsdmImpl : public torch::nn::Module {
   GsdmImpl(const graph::GraphicalModel& model, GsdmConfig config);
 
   // x_t: (batch, width) noisy state with observed entries already replaced by their values;
-  // t: (batch,) int64; observed: (batch, nodes) bool. Returns the x0 estimate (batch, width),
-  // a probability vector for each discrete variable. Runs on the structure in use.
+  // t: (batch,) int64; observed: (batch, nodes) bool, all on the model's device. Returns the x0
+  // estimate (batch, width), a probability vector for each discrete variable. Runs on the
+  // structure in use.
   torch::Tensor forward(const torch::Tensor& x_t, const torch::Tensor& t,
                         const torch::Tensor& observed);
 
@@ -134,7 +139,8 @@ TORCH_MODULE(Gsdm);
 diffusion::ModelFn conditioned_model(Gsdm model, torch::Tensor observed_nodes,
                                      torch::Tensor observed_values);
 // Mean over the batch of the summed squared x0 error on latent entries (observed ones carry no
-// loss), with antithetic t; t and the noise come from `generator`.
+// loss), with antithetic t; t and the noise come from `generator`. Computed on the model's
+// device, wherever x0 and observed_nodes live.
 torch::Tensor training_loss(Gsdm model, const diffusion::NoiseSchedule& schedule,
                             const torch::Tensor& x0, const torch::Tensor& observed_nodes,
                             at::Generator generator);
@@ -163,7 +169,8 @@ struct SampleOptions {
 };
 // One sample (batch, width) of the latent variables given the observed ones, which stay clamped
 // at every step. Only the observed entries of `observed_values` are read (a complete example may
-// be passed). Runs without gradients.
+// be passed). Runs without gradients, on the model's device; the inputs may live elsewhere, and
+// the result comes back on observed_values' device.
 torch::Tensor sample(Gsdm model, const diffusion::NoiseSchedule& schedule,
                      const torch::Tensor& observed_nodes, const torch::Tensor& observed_values,
                      const SampleOptions& options);

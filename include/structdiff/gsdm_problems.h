@@ -24,7 +24,7 @@ namespace structdiff::gsdm {
 
 // What selects one graph of a problem family; a model file records it.
 struct ProblemOptions {
-  // The family's dimensions (sorting {list length}; sudoku {block side n}; bcmf {m, n, k});
+  // The family's dimensions (sorting {list length}; sudoku {grid side n^2}; bcmf {m, n, k});
   // empty: the problem's default.
   std::vector<int64_t> size;
   bool intermediates = true;  // keep the deterministic intermediate variables (paper §3.3)
@@ -51,6 +51,9 @@ struct Problem {
   std::string summary;    // one line for --help
   std::string size_help;  // what --size's dimensions mean
   std::vector<int64_t> default_size, min_size, max_size;
+  // Optional: what a size inside min..max must also be (sudoku: a square side); returns "" when
+  // it is fine, else what is wrong, which resolve_options puts in its message.
+  std::function<std::string(const std::vector<int64_t>& size)> size_rule;
   bool has_intermediates = false;  // whether --no-intermediates changes the graph
   // Other forms of the problem, name -> one line for --help: sorting's "s fully connected" and
   // "unconstrained s" graphs (paper Fig. 7), unconditional BCMF (Fig. 13). `graph`,
@@ -77,6 +80,11 @@ struct Problem {
   std::function<TrainingBatch(const graph::GraphicalModel& model, const ProblemOptions& options,
                               int64_t count, std::mt19937_64& rng)>
       make_test_examples;
+  // Optional: the examples validation during `gsdm train` scores, where the paper validates on
+  // others than the training distribution (sudoku: half the cells given). Same signature.
+  std::function<TrainingBatch(const graph::GraphicalModel& model, const ProblemOptions& options,
+                              int64_t count, std::mt19937_64& rng)>
+      make_validation_examples;
 };
 
 // A problem written as a generative program (graph::Tracer): each run of `program` on a fresh

@@ -12,6 +12,7 @@
 #include "structdiff/diffusion.h"
 #include "structdiff/graph.h"
 #include "structdiff/gsdm.h"
+#include "structdiff/gsdm_problems.h"
 #include "structdiff/sudoku.h"
 
 namespace structdiff::sudoku {
@@ -45,16 +46,24 @@ std::vector<Grid> solve(gsdm::Gsdm model, const diffusion::NoiseSchedule& schedu
 
 namespace structdiff::sudoku {
 
-// A trained model file: the (EMA) weights plus what is needed to rebuild model and schedule.
+// The registry's sudoku problem (gsdm train --problem sudoku) at block side n: its size is the
+// grid side n^2, and the variant "pattern" trains on the authors' grids.
+gsdm::ProblemOptions problem_options(int n, GridFamily grids);
+int block_side(const gsdm::ProblemOptions& options);
+GridFamily grid_family(const gsdm::ProblemOptions& options);
+
+// A trained model as the Sudoku front end (solve, eval) uses it: a GSDM of the sudoku problem.
 struct TrainedModel {
   int n = 3;
-  GridFamily grids = GridFamily::broad;  // what it was trained on (files before this key: broad)
+  GridFamily grids = GridFamily::broad;  // what it was trained on
   gsdm::Gsdm model{nullptr};
   diffusion::NoiseSchedule schedule{diffusion::ScheduleConfig{}};
 };
+// The metadata of a model file (kind "gsdm", problem "sudoku") for these settings.
 nlohmann::json model_metadata(int n, GridFamily grids, const gsdm::GsdmConfig& config,
                               const diffusion::ScheduleConfig& schedule);
 TrainedModel build_model(const nlohmann::json& metadata);  // fresh weights
+// Reads files of the sudoku problem, and the older files of kind "sudoku"; throws for others.
 TrainedModel load_model(const std::string& path);
 void save_model(const std::string& path, const TrainedModel& trained);
 

@@ -25,8 +25,11 @@ std::string masking_name(Masking masking);
 // `targets` (B, T) bool, when defined, is a query set: the positions whose likelihood is asked,
 // given C; positions in neither are unknown (neither seen nor scored). Undefined: every position
 // outside C is a target.
+// A batch may live on any device: the functions below move it to the model's, and return their
+// results on the batch's device.
 struct Batch {
   torch::Tensor tokens, given, targets;
+  Batch to(torch::Device device) const;
 };
 
 // `batch` crops of `length` tokens at uniformly drawn offsets of `ids`, masked by `masking`.

@@ -11,6 +11,8 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Generator.h>
@@ -87,6 +89,36 @@ void save_model_file(const std::string& path, const std::string& kind, torch::nn
 // model in eval mode. Returns the metadata.
 nlohmann::json load_model_file(const std::string& path, const std::string& kind,
                                const std::function<torch::nn::Module&(const nlohmann::json&)>& build);
+
+// The pair above for a model built from its configuration alone (Tracformer, the UNN models): the
+// file's metadata keeps config() under "config" beside what the caller records. `Holder` is the
+// model's TORCH_MODULE holder; its configuration type converts to and from JSON.
+template <typename Holder>
+void save_configured_model(const std::string& path, const std::string& kind, Holder& model,
+                           nlohmann::json metadata) {
+  metadata["config"] = model->config();
+  save_model_file(path, kind, *model, std::move(metadata));
+}
+// Throws std::runtime_error naming the path when the stored configuration is incomplete or
+// malformed. `metadata`, if given, receives the file's.
+template <typename Holder>
+Holder load_configured_model(const std::string& path, const std::string& kind,
+                             nlohmann::json* metadata = nullptr) {
+  using Config = std::decay_t<decltype(std::declval<typename Holder::ContainedType&>().config())>;
+  Holder model{nullptr};
+  nlohmann::json read =
+      load_model_file(path, kind, [&](const nlohmann::json& stored) -> torch::nn::Module& {
+        try {
+          model = Holder(stored.at("config").get<Config>());
+        } catch (const nlohmann::json::exception& e) {
+          throw std::runtime_error(path + ": the model's configuration is incomplete or malformed (" +
+                                   std::string(e.what()) + ")");
+        }
+        return *model;
+      });
+  if (metadata != nullptr) *metadata = std::move(read);
+  return model;
+}
 
 // Restores what `parts` points at and parts.step / parts.metadata.
 // Throws std::runtime_error naming the path and the missing or mismatched part.

@@ -63,7 +63,7 @@ torch::Tensor dense_attention(const torch::Tensor& q, const torch::Tensor& k,
   torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * scale_factor(scaling, q.size(3));
   if (pattern == nullptr) return torch::matmul(torch::softmax(scores, -1), v);
   pattern->check_compatible(q, k);
-  torch::Tensor mask = pattern->dense_mask().to(q.device()).unsqueeze(1);  // (P, 1, Nq, Nk)
+  torch::Tensor mask = pattern->dense_mask(q.device()).unsqueeze(1);  // (P, 1, Nq, Nk)
   // Rows without keys would be softmax(-inf...) = NaN: let them see every key, then zero them.
   torch::Tensor row_has_keys = mask.any(-1, /*keepdim=*/true);
   torch::Tensor weights = torch::softmax(scores.masked_fill(~(mask | ~row_has_keys),

@@ -141,7 +141,7 @@ torch::Tensor diffusivity_sigmoid(const torch::Tensor& q, const torch::Tensor& k
   KeyMask mask;
   if (pattern != nullptr) {
     pattern->check_compatible(q, k);
-    mask.allowed = pattern->dense_mask().to(q.device());
+    mask.allowed = pattern->dense_mask(q.device());
   }
   return SigmoidDiffusivityFunction::apply(q, k, v, mask);
 }

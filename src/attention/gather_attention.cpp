@@ -14,8 +14,8 @@ torch::Tensor gather_attention(const torch::Tensor& q, const torch::Tensor& k,
   const int64_t batch = q.size(0), heads = q.size(1), queries = q.size(2), keys = k.size(2);
   const int64_t dim = q.size(3), v_dim = v.size(3);
   if (keys == 0) return torch::zeros({batch, heads, queries, v_dim}, q.options());
-  torch::Tensor indices = pattern.padded_indices().to(q.device());  // (P, Nq, m)
-  torch::Tensor valid = pattern.padded_valid().to(q.device());      // (P, Nq, m)
+  torch::Tensor indices = pattern.padded_indices(q.device());  // (P, Nq, m)
+  torch::Tensor valid = pattern.padded_valid(q.device());      // (P, Nq, m)
   const int64_t width = indices.size(2);
   // Global row index into the (batch * keys) token list, one per gathered slot.
   torch::Tensor batch_base = torch::arange(batch, indices.options()).view({batch, 1, 1}) * keys;

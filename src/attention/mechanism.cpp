@@ -39,7 +39,7 @@ void AttentionImpl::redraw_features() {
   if (!mechanism_info(config_.mechanism).uses_features) return;
   torch::NoGradGuard no_grad;
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>();
-  generator.set_state(generator_state_);
+  generator.set_state(generator_state_.cpu());  // the buffer moves with the model
   projection_.copy_(favor_projection(config_.num_features, config_.head_dim,
                                      config_.orthogonal_features, generator,
                                      projection_.scalar_type()));

@@ -18,7 +18,7 @@ torch::Tensor allowed_pairs(const torch::Tensor& q, const torch::Tensor& k,
     return torch::ones({1, 1, q.size(2), k.size(2)}, q.options().dtype(torch::kBool));
   }
   pattern->check_compatible(q, k);
-  return pattern->dense_mask().to(q.device()).unsqueeze(1);
+  return pattern->dense_mask(q.device()).unsqueeze(1);
 }
 
 // out_i = sum_j w_ij v_j / sum_j w_ij; a row without weight (no allowed key) gives zeros.

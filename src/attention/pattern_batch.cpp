@@ -1,19 +1,58 @@
 #include <algorithm>
+#include <array>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "structdiff/attention.h"
+#include "structdiff/sparse_attention.h"
 
 namespace structdiff {
+
+enum class PatternBatch::Form {
+  row_offsets,
+  col_indices,
+  dense_mask,
+  padded_indices,
+  padded_valid,
+  key_offsets,
+  key_queries,
+  count
+};
 
 // Several threads may run attention over one PatternBatch at once (a model shared by worker
 // threads): each cached form is built exactly once, and a thread asking while another builds it
 // waits for it.
 struct PatternBatch::Cache {
-  std::once_flag dense_mask_built, padded_built;
-  torch::Tensor dense_mask, padded_indices, padded_valid;
+  std::once_flag dense_mask_built, padded_built, transposed_built;
+  torch::Tensor dense_mask, padded_indices, padded_valid, key_offsets, key_queries;
+  // Copies on other devices, keyed by (device type, index); std::map keeps references stable.
+  std::mutex copies_mutex;
+  std::map<std::pair<int, int>, std::array<torch::Tensor, static_cast<size_t>(Form::count)>>
+      copies;
 };
+
+const torch::Tensor& PatternBatch::on_device(const torch::Tensor& cpu, Form form,
+                                             torch::Device device) const {
+  if (device.is_cpu()) return cpu;
+  const std::lock_guard<std::mutex> lock(cache_->copies_mutex);
+  torch::Tensor& copy = cache_->copies[{static_cast<int>(device.type()), device.index()}]
+                                      [static_cast<size_t>(form)];
+  if (!copy.defined()) copy = cpu.to(device);
+  return copy;
+}
+
+const torch::Tensor& PatternBatch::row_offsets(torch::Device device) const {
+  return on_device(row_offsets_, Form::row_offsets, device);
+}
+
+const torch::Tensor& PatternBatch::col_indices(torch::Device device) const {
+  return on_device(col_indices_, Form::col_indices, device);
+}
 
 PatternBatch::PatternBatch(const AttentionPattern& shared)
     : PatternBatch(std::vector<AttentionPattern>{shared}) {}
@@ -64,9 +103,9 @@ void PatternBatch::build_dense_mask() const {
   cache_->dense_mask = mask;
 }
 
-const torch::Tensor& PatternBatch::dense_mask() const {
+const torch::Tensor& PatternBatch::dense_mask(torch::Device device) const {
   std::call_once(cache_->dense_mask_built, [this] { build_dense_mask(); });
-  return cache_->dense_mask;
+  return on_device(cache_->dense_mask, Form::dense_mask, device);
 }
 
 void PatternBatch::build_padded() const {
@@ -89,14 +128,29 @@ void PatternBatch::build_padded() const {
   cache_->padded_valid = valid;
 }
 
-const torch::Tensor& PatternBatch::padded_indices() const {
+const torch::Tensor& PatternBatch::padded_indices(torch::Device device) const {
   std::call_once(cache_->padded_built, [this] { build_padded(); });
-  return cache_->padded_indices;
+  return on_device(cache_->padded_indices, Form::padded_indices, device);
 }
 
-const torch::Tensor& PatternBatch::padded_valid() const {
+const torch::Tensor& PatternBatch::padded_valid(torch::Device device) const {
   std::call_once(cache_->padded_built, [this] { build_padded(); });
-  return cache_->padded_valid;
+  return on_device(cache_->padded_valid, Form::padded_valid, device);
+}
+
+void PatternBatch::build_transposed() const {
+  std::tie(cache_->key_offsets, cache_->key_queries) =
+      transpose_csr(row_offsets_, col_indices_, num_queries_, num_keys_);
+}
+
+const torch::Tensor& PatternBatch::key_offsets(torch::Device device) const {
+  std::call_once(cache_->transposed_built, [this] { build_transposed(); });
+  return on_device(cache_->key_offsets, Form::key_offsets, device);
+}
+
+const torch::Tensor& PatternBatch::key_queries(torch::Device device) const {
+  std::call_once(cache_->transposed_built, [this] { build_transposed(); });
+  return on_device(cache_->key_queries, Form::key_queries, device);
 }
 
 void PatternBatch::check_compatible(const torch::Tensor& q, const torch::Tensor& k) const {

@@ -1,5 +1,6 @@
-// Fused neighbour-list softmax attention kernels (CPU). Plain pointers and sizes only, so the
-// kernel translation unit needs no heavy torch headers and can be compiled for the host CPU.
+// Fused neighbour-list softmax attention kernels, for the CPU and for CUDA. Plain pointers and
+// sizes only, so the kernel translation units need no heavy torch headers: the CPU one is compiled
+// for the host CPU, the CUDA one by nvcc.
 #pragma once
 
 #include <cstdint>
@@ -32,5 +33,26 @@ template <typename T>
 void sparse_attention_backward(const SparseAttentionProblem& problem, const T* q, const T* k,
                                const T* v, const T* out, const T* logsumexp, const T* grad_out,
                                T* grad_q, T* grad_k, T* grad_v);
+
+// ---- CUDA (sparse_kernel_cuda.cu; builds without CUDA link sparse_kernel_no_cuda.cpp) ----------
+// Every pointer, the problem's CSR included, is on GPU `device`; kernels run on its current
+// stream. Layouts as above. The backward pass also takes the transposed pattern (key_offsets:
+// num_patterns blocks of num_keys + 1 offsets into key_queries, the query of each entry) and
+// `delta`, scratch of batch * heads * num_queries elements. It adds no atomics: its results are
+// the same on every run.
+
+// Whether this build has the CUDA kernels.
+bool cuda_kernels_built();
+
+template <typename T>
+void sparse_attention_forward_cuda(const SparseAttentionProblem& problem, int device, const T* q,
+                                   const T* k, const T* v, T* out, T* logsumexp);
+
+template <typename T>
+void sparse_attention_backward_cuda(const SparseAttentionProblem& problem, int device,
+                                    const int64_t* key_offsets, const int64_t* key_queries,
+                                    const T* q, const T* k, const T* v, const T* out,
+                                    const T* logsumexp, const T* grad_out, T* delta, T* grad_q,
+                                    T* grad_k, T* grad_v);
 
 }  // namespace structdiff::kernels

@@ -3,6 +3,7 @@
 // workloads. Their FLOP and byte counts and their float64 references come from the mechanism
 // registry.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -15,6 +16,7 @@
 #include "cli/attention_workloads.h"
 #include "cli/command.h"
 #include "structdiff/attention.h"
+#include "structdiff/device.h"
 #include "structdiff/mechanism_registry.h"
 #include "structdiff/runtime.h"
 
@@ -37,12 +39,49 @@ struct Measurement {
   double gbytes_per_second() const { return bytes / (ms * 1e6); }
 };
 
+// What the machine itself reaches on `device`, measured in the same run as the mechanisms: a
+// square matrix product (GFLOP/s) and a large copy (GB/s, bytes read plus written).
+struct MachineLimits {
+  double matmul_gflops = 0, copy_gbytes_per_second = 0;
+};
+
+MachineLimits measure_machine(torch::ScalarType dtype, torch::Device device,
+                              const BenchOptions& options) {
+  const auto tensor_options = torch::TensorOptions().dtype(dtype).device(device);
+  const int64_t n = device.is_cuda() ? 8192 : 1024;
+  const torch::Tensor a = torch::ones({n, n}, tensor_options), b = torch::ones({n, n}, tensor_options);
+  torch::Tensor product = torch::mm(a, b);
+  const double matmul_ms = median_ms(
+      [&] {
+        at::mm_out(product, a, b);
+        synchronize(device);
+      },
+      options.min_reps, options.min_seconds);
+  const int64_t elements = (device.is_cuda() ? int64_t{1} << 28 : int64_t{1} << 25) /
+                           static_cast<int64_t>(c10::elementSize(dtype));
+  const torch::Tensor source = torch::ones({elements}, tensor_options);
+  torch::Tensor target = torch::empty_like(source);
+  const double copy_ms = median_ms(
+      [&] {
+        target.copy_(source);
+        synchronize(device);
+      },
+      options.min_reps, options.min_seconds);
+  MachineLimits limits;
+  limits.matmul_gflops = 2.0 * static_cast<double>(n * n * n) / (matmul_ms * 1e6);
+  limits.copy_gbytes_per_second =
+      2.0 * static_cast<double>(source.nbytes()) / (copy_ms * 1e6);
+  return limits;
+}
+
 Measurement measure(const AttentionWorkload& w, const MechanismInfo& mechanism,
-                    torch::ScalarType dtype, const BenchOptions& options, uint64_t seed) {
+                    torch::ScalarType dtype, torch::Device device, const BenchOptions& options,
+                    uint64_t seed) {
   AttentionConfig config;
   config.mechanism = mechanism.mechanism;
   config.head_dim = w.head_dim;
   Attention attention(config);
+  attention->to(device);
   const int64_t tokens = w.patterns.front().num_queries();
 
   Measurement result;
@@ -60,8 +99,9 @@ Measurement measure(const AttentionWorkload& w, const MechanismInfo& mechanism,
     batches.emplace_back(pattern);
     if (result.restricted) {
       // Build the cached forms outside the timed region: they belong to pattern compilation.
-      batches.back().dense_mask();
-      batches.back().padded_indices();
+      batches.back().dense_mask(device);
+      batches.back().padded_indices(device);
+      batches.back().key_offsets(device);
       size.pattern_entries = w.batch * pattern.num_entries();
     }
     const AttentionCost cost = mechanism.cost(size);
@@ -73,7 +113,7 @@ Measurement measure(const AttentionWorkload& w, const MechanismInfo& mechanism,
   };
 
   DefaultGeneratorGuard seeded(seed);  // the bench's weights and inputs
-  auto options_t = torch::TensorOptions().dtype(dtype);
+  auto options_t = torch::TensorOptions().dtype(dtype).device(device);
   auto make = [&] {
     return torch::randn({w.batch, w.heads, tokens, w.head_dim}, options_t).requires_grad_(true);
   };
@@ -85,6 +125,7 @@ Measurement measure(const AttentionWorkload& w, const MechanismInfo& mechanism,
     for (const auto& batch : batches) {
       (attention->forward(q, k, v, pattern_of(batch)) * cotangent).sum().backward();
     }
+    synchronize(device);
   };
 
   {
@@ -99,10 +140,12 @@ Measurement measure(const AttentionWorkload& w, const MechanismInfo& mechanism,
     result.max_abs_error = (out.to(torch::kDouble) - reference).abs().max().item<double>();
   }
   step();  // warm-up
-  {
+  if (device.is_cpu()) {  // the tracker sees CPU allocations only
     PeakMemoryTracker tracker;
     step();
     result.peak_mb = static_cast<double>(tracker.peak_bytes()) / (1024.0 * 1024.0);
+  } else {
+    result.peak_mb = std::nan("");
   }
   result.ms = median_ms(step, options.min_reps, options.min_seconds);
   return result;
@@ -111,14 +154,19 @@ Measurement measure(const AttentionWorkload& w, const MechanismInfo& mechanism,
 void run(const BenchOptions& options, const GlobalOptions& global) {
   const torch::ScalarType dtype = options.dtype == "float64" ? torch::kDouble : torch::kFloat;
   nlohmann::json rows = nlohmann::json::array();
-  std::printf("structdiff bench attention: %s, %d threads, forward + backward, median of >= %d "
-              "runs (more while they fit in %.1f s)\n",
-              options.dtype.c_str(), global.threads, options.min_reps, options.min_seconds);
+  std::printf("structdiff bench attention: %s on %s, %d threads, forward + backward, median of "
+              ">= %d runs (more while they fit in %.1f s)\n",
+              options.dtype.c_str(), global.device.str().c_str(), global.threads,
+              options.min_reps, options.min_seconds);
+  const MachineLimits limits = measure_machine(dtype, global.device, options);
+  std::printf("# this machine, same run: matrix product %.1f GFLOP/s, copy %.1f GB/s (read + "
+              "written); %%peak and %%copy below are each mechanism's share of them\n",
+              limits.matmul_gflops, limits.copy_gbytes_per_second);
   std::printf("# keys: the pattern's, or all for mechanisms that take none. GFLOP/s and GB/s: the "
               "mechanism registry's counts (products; compulsory traffic) over the time. max|err|: "
               "first batch element and head of the first call against the float64 reference.\n");
-  std::printf("%-11s %-19s %-7s %10s %9s %8s %9s %10s\n", "workload", "mechanism", "keys",
-              "ms", "GFLOP/s", "GB/s", "peak MB", "max|err|");
+  std::printf("%-11s %-19s %-7s %10s %9s %6s %8s %6s %9s %10s\n", "workload", "mechanism",
+              "keys", "ms", "GFLOP/s", "%peak", "GB/s", "%copy", "peak MB", "max|err|");
   for (const auto& name : options.workloads) {
     const AttentionWorkload w = make_attention_workload(name, global.seed);
     int64_t entries = 0;
@@ -129,12 +177,14 @@ void run(const BenchOptions& options, const GlobalOptions& global) {
                 static_cast<long>(w.patterns.front().num_queries()), static_cast<long>(entries));
     std::map<std::string, double> ms_by_mechanism;
     for (const auto& mechanism : options.mechanisms) {
-      const Measurement m =
-          measure(w, mechanism_info(parse_mechanism(mechanism)), dtype, options, global.seed);
+      const Measurement m = measure(w, mechanism_info(parse_mechanism(mechanism)), dtype,
+                                    global.device, options, global.seed);
       ms_by_mechanism[mechanism] = m.ms;
-      std::printf("%-11s %-19s %-7s %10.2f %9.2f %8.2f %9.1f %10.2e\n", w.name.c_str(),
-                  mechanism.c_str(), m.restricted ? "pattern" : "all", m.ms, m.gflops_per_second(),
-                  m.gbytes_per_second(), m.peak_mb, m.max_abs_error);
+      std::printf("%-11s %-19s %-7s %10.2f %9.2f %6.1f %8.2f %6.1f %9.1f %10.2e\n",
+                  w.name.c_str(), mechanism.c_str(), m.restricted ? "pattern" : "all", m.ms,
+                  m.gflops_per_second(), 100.0 * m.gflops_per_second() / limits.matmul_gflops,
+                  m.gbytes_per_second(), 100.0 * m.gbytes_per_second() / limits.copy_gbytes_per_second,
+                  m.peak_mb, m.max_abs_error);
       std::fflush(stdout);
       rows.push_back({{"workload", w.name},
                       {"mechanism", mechanism},
@@ -144,7 +194,8 @@ void run(const BenchOptions& options, const GlobalOptions& global) {
                       {"bytes", m.bytes},
                       {"gflops", m.gflops_per_second()},
                       {"gbytes_per_s", m.gbytes_per_second()},
-                      {"peak_mb", m.peak_mb},
+                      {"peak_mb", std::isnan(m.peak_mb) ? nlohmann::json(nullptr)
+                                                        : nlohmann::json(m.peak_mb)},
                       // Against the mechanism's dense float64 reference (see measure).
                       {"max_abs_error_vs_reference", m.max_abs_error},
                       {"tokens", w.patterns.front().num_queries()},
@@ -153,6 +204,9 @@ void run(const BenchOptions& options, const GlobalOptions& global) {
                       {"heads", w.heads},
                       {"head_dim", w.head_dim},
                       {"dtype", options.dtype},
+                      {"device", global.device.str()},
+                      {"matmul_peak_gflops", limits.matmul_gflops},
+                      {"copy_gbytes_per_s", limits.copy_gbytes_per_second},
                       {"threads", global.threads}});
     }
     if (ms_by_mechanism.count("sparse")) {

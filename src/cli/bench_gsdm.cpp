@@ -25,7 +25,7 @@ struct BenchGsdmOptions {
   int64_t train_steps = 10;
   int64_t sample_puzzles = 8;
   bool ancestral = true;
-  int64_t ddim_steps = 50;
+  int64_t sample_steps = 50;
   std::string json_path;
 };
 
@@ -39,8 +39,10 @@ void run(const BenchGsdmOptions& o, const GlobalOptions& global) {
   while (n * n < o.size) ++n;
   if (n * n != o.size || n > 5) throw std::invalid_argument("--size takes 4, 9, 16 or 25");
   nlohmann::json rows = nlohmann::json::array();
-  std::printf("structdiff bench gsdm: Sudoku %dx%d, batch %ld, D=128, 6 blocks, 8 heads, %d threads\n",
-              o.size, o.size, static_cast<long>(o.batch), global.threads);
+  std::printf("structdiff bench gsdm: Sudoku %dx%d, batch %ld, D=128, 6 blocks, 8 heads, on %s, %d "
+              "threads\n",
+              o.size, o.size, static_cast<long>(o.batch), global.device.str().c_str(),
+              global.threads);
   for (const std::string& attention : o.attention) {
     gsdm::GsdmConfig config;
     config.attention = parse_mechanism(attention);
@@ -49,6 +51,8 @@ void run(const BenchGsdmOptions& o, const GlobalOptions& global) {
     DefaultGeneratorGuard seeded(global.seed);  // the bench's weights
     sudoku::TrainedModel trained = sudoku::build_model(metadata);
     sudoku::TrainedModel averaged = sudoku::build_model(metadata);
+    trained.model->to(global.device);
+    averaged.model->to(global.device);
     std::mt19937_64 rng(global.seed);
     // Data generation is excluded: the step is the one training loop's forward, backward,
     // clipping, AdamW update and EMA, after two warm-up steps.
@@ -76,7 +80,8 @@ void run(const BenchGsdmOptions& o, const GlobalOptions& global) {
     std::printf("%-7s training step %8.1f ms/step (median of %ld)\n", attention.c_str(), median_step_ms,
                 static_cast<long>(o.train_steps));
     nlohmann::json row = {{"problem", o.problem}, {"size", o.size}, {"attention", attention},
-                          {"batch", o.batch}, {"threads", global.threads}, {"train_step_ms", median_step_ms}};
+                          {"batch", o.batch}, {"threads", global.threads},
+                          {"device", global.device.str()}, {"train_step_ms", median_step_ms}};
 
     trained.model->eval();
     std::vector<sudoku::Grid> puzzles;
@@ -88,15 +93,15 @@ void run(const BenchGsdmOptions& o, const GlobalOptions& global) {
       sudoku::SolveOptions options;
       options.generator = at::make_generator<at::CPUGeneratorImpl>(global.seed);
       options.sampler = sampler;
-      options.ddim_steps = o.ddim_steps;
+      options.ddim_steps = o.sample_steps;
       const auto start = Clock::now();
       sudoku::solve(trained.model, trained.schedule, puzzles, options);
       return seconds_since(start) / static_cast<double>(puzzles.size());
     };
     const double ddim = time_sampler(sudoku::Sampler::ddim);
     std::printf("%-7s DDIM (%ld steps)        %8.3f s/puzzle (batch of %ld)\n", attention.c_str(),
-                static_cast<long>(o.ddim_steps), ddim, static_cast<long>(o.sample_puzzles));
-    row["ddim_steps"] = o.ddim_steps;
+                static_cast<long>(o.sample_steps), ddim, static_cast<long>(o.sample_puzzles));
+    row["sample_steps"] = o.sample_steps;
     row["ddim_seconds_per_puzzle"] = ddim;
     if (o.ancestral) {
       const double ancestral = time_sampler(sudoku::Sampler::ancestral);
@@ -126,7 +131,7 @@ void register_bench_gsdm(CLI::App& bench, const GlobalOptions& global, Action& a
   cmd->add_option("--sample-puzzles", o->sample_puzzles, "Puzzles sampled together")
       ->check(positive())
       ->capture_default_str();
-  cmd->add_option("--ddim-steps", o->ddim_steps, "DDIM steps")->check(positive())->capture_default_str();
+  cmd->add_option("--sample-steps", o->sample_steps, "DDIM steps")->check(positive())->capture_default_str();
   cmd->add_flag("--ancestral,!--no-ancestral", o->ancestral, "Also time the 1000-step ancestral sampler")
       ->capture_default_str();
   cmd->add_option("--json", o->json_path, "Write one JSON row per attention mechanism")

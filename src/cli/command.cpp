@@ -60,13 +60,18 @@ void add_training_loop_options(CLI::App& command, train::LoopOptions& options) {
   });
 }
 
-void write_json_file(const std::string& path, const nlohmann::json& value) {
-  nlohmann::json document = value.is_object() ? value : nlohmann::json{{"rows", value}};
-  document["provenance"] = train::provenance();
+void require_cpu(const GlobalOptions& global, const std::string& command) {
+  if (!global.device.is_cpu()) {
+    throw std::invalid_argument(command + " runs on the CPU only so far (--device " +
+                                global.device.str() + " is not supported there)");
+  }
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes) {
   const std::string temporary = path + ".tmp." + std::to_string(::getpid());
   {
-    std::ofstream out(temporary);
-    out << document.dump(2) << "\n";
+    std::ofstream out(temporary, std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     if (!out) {
       std::filesystem::remove(temporary);
       throw std::runtime_error("cannot write " + path);
@@ -77,6 +82,12 @@ void write_json_file(const std::string& path, const nlohmann::json& value) {
     std::filesystem::remove(temporary);
     throw std::runtime_error("cannot write " + path + ": " + reason);
   }
+}
+
+void write_json_file(const std::string& path, const nlohmann::json& value) {
+  nlohmann::json document = value.is_object() ? value : nlohmann::json{{"rows", value}};
+  document["provenance"] = train::provenance();
+  write_file_atomically(path, document.dump(2) + "\n");
 }
 
 CLI::Validator writable_file() {

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <torch/types.h>
 
 #include "structdiff/train.h"
 
@@ -14,7 +15,16 @@ namespace structdiff::cli {
 struct GlobalOptions {
   int threads = 0;  // set from default_threads() in main
   uint64_t seed = 0;
+  torch::Device device = torch::kCPU;  // --device
 };
+
+// For commands whose models run on the CPU only so far: throws std::invalid_argument naming the
+// command when --device asks for another device.
+void require_cpu(const GlobalOptions& global, const std::string& command);
+
+// Writes `bytes` to `path` through a temporary file beside it and a rename: a failed write leaves
+// an earlier file untouched. Throws std::runtime_error naming the path.
+void write_file_atomically(const std::string& path, const std::string& bytes);
 
 // Writes `value` as indented JSON with the run's provenance (train::provenance()) beside it: an
 // object gains a "provenance" key, anything else becomes {"rows": value, "provenance": ...}.
@@ -53,6 +63,10 @@ void register_bench_ddpm(CLI::App& bench, const GlobalOptions& global, Action& a
 void register_bench_tracformer(CLI::App& bench, const GlobalOptions& global, Action& action);
 void register_pattern(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_gsdm(CLI::App& app, const GlobalOptions& global, Action& action);
+// `train` under `parent`: gsdm train, or with `fixed_problem` the same command for that problem
+// alone (sudoku train).
+void register_gsdm_train(CLI::App& parent, const GlobalOptions& global, Action& action,
+                         const std::string& fixed_problem = "");
 void register_sudoku(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_difformer(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_classifier(CLI::App& app, const GlobalOptions& global, Action& action);
@@ -60,5 +74,6 @@ void register_ddpm(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_tracformer(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_unn(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_model(CLI::App& app, const GlobalOptions& global, Action& action);
+void register_export(CLI::App& app, const GlobalOptions& global, Action& action);
 
 }  // namespace structdiff::cli

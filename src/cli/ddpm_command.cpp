@@ -225,7 +225,12 @@ void register_ddpm(CLI::App& app, const GlobalOptions& global, Action& action) {
       ->capture_default_str();
   train->add_option("--out", t->out, "Trained model (EMA weights) to write")
       ->check(writable_file())->capture_default_str();
-  train->callback([t, &global, &action] { action = [t, &global] { run_train(*t, global); }; });
+  train->callback([t, &global, &action] {
+    action = [t, &global] {
+      require_cpu(global, "ddpm train");
+      run_train(*t, global);
+    };
+  });
 
   auto add_sampling = [](CLI::App* command, ddpm::SampleOptions& sampling) {
     command->add_option("--count", sampling.count, "Images to generate")->check(positive())->capture_default_str();
@@ -245,7 +250,12 @@ void register_ddpm(CLI::App& app, const GlobalOptions& global, Action& action) {
   sample->add_option("--out", s->out, "PNG grid to write")
       ->check(writable_file())->capture_default_str();
   sample->add_option("--columns", s->columns, "Grid columns (0: about square)")->check(non_negative());
-  sample->callback([s, &global, &action] { action = [s, &global] { run_sample(*s, global); }; });
+  sample->callback([s, &global, &action] {
+    action = [s, &global] {
+      require_cpu(global, "ddpm sample");
+      run_sample(*s, global);
+    };
+  });
 
   auto e = std::make_shared<EvalCommand>();
   e->sampling.count = 1000;
@@ -264,7 +274,12 @@ void register_ddpm(CLI::App& app, const GlobalOptions& global, Action& action) {
       ->check(writable_file());
   evaluate->add_option("--json", e->json_path, "Write the metrics as JSON")
       ->check(writable_file());
-  evaluate->callback([e, &global, &action] { action = [e, &global] { run_eval(*e, global); }; });
+  evaluate->callback([e, &global, &action] {
+    action = [e, &global] {
+      require_cpu(global, "ddpm eval");
+      run_eval(*e, global);
+    };
+  });
 }
 
 }  // namespace structdiff::cli

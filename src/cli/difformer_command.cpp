@@ -31,7 +31,7 @@ struct TrainCommand {
   int64_t labels_per_class = 20;
   int64_t validation = 500;
   int64_t runs = 5;
-  std::string fashion_directory = data::kFashionMnistDirectory;
+  std::string data_dir = data::kFashionMnistDirectory;
   int64_t pool = 15000;
   int64_t knn = 10;
   data::CsbmOptions csbm;
@@ -85,7 +85,7 @@ std::string model_name(const TrainCommand& c) {
 data::NodeDataset load_dataset(const TrainCommand& c, bool needs_graph, uint64_t seed) {
   if (c.dataset == "csbm") return data::make_csbm(c.csbm, seed);
   if (c.dataset == "fashion-mnist") {
-    data::NodeDataset dataset = data::load_fashion_mnist(c.fashion_directory, c.pool, seed);
+    data::NodeDataset dataset = data::load_fashion_mnist(c.data_dir, c.pool, seed);
     if (needs_graph) dataset.graph = data::knn_graph(dataset.features, c.knn);
     return dataset;
   }
@@ -241,7 +241,9 @@ void register_difformer(CLI::App& app, const GlobalOptions& global, Action& acti
       ->capture_default_str();
   train->add_option("--tau", t->network.tau, "Step size")->capture_default_str();
   train->add_option("--dropout", t->network.dropout, "Dropout")->capture_default_str();
-  train->add_option("--epochs", t->training.epochs, "Epochs per run")->capture_default_str();
+  train->add_option("--epochs", t->training.epochs, "Epochs per run")
+      ->check(positive())
+      ->capture_default_str();
   t->learning_rate_option =
       train->add_option("--lr", t->training.learning_rate,
                         "Adam learning rate (fashion-mnist: 5e-4)")
@@ -261,7 +263,7 @@ void register_difformer(CLI::App& app, const GlobalOptions& global, Action& acti
   train->add_option("--runs", t->runs, "Runs (seeds: --seed, --seed + 1, ...)")
       ->check(positive())
       ->capture_default_str();
-  train->add_option("--fashion-dir", t->fashion_directory, "Fashion-MNIST IDX directory")
+  train->add_option("--data-dir", t->data_dir, "Fashion-MNIST IDX directory")
       ->capture_default_str();
   train->add_option("--pool", t->pool, "Fashion-MNIST images (balanced over classes)")
       ->capture_default_str();
@@ -293,7 +295,12 @@ void register_difformer(CLI::App& app, const GlobalOptions& global, Action& acti
       ->check(writable_file());
   train->add_flag("--resume", t->training.resume,
                   "Continue each run from its --checkpoint if it exists (same options), bit for bit");
-  train->callback([t, &global, &action] { action = [t, &global] { run_train(*t, global); }; });
+  train->callback([t, &global, &action] {
+    action = [t, &global] {
+      require_cpu(global, "difformer train");
+      run_train(*t, global);
+    };
+  });
 }
 
 }  // namespace structdiff::cli

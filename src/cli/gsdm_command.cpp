@@ -33,26 +33,35 @@ struct GsdmOptions {
   std::string permutation;
 };
 
-// --problem NAME, --size N, --no-intermediates; returns the --problem option.
+// --problem NAME (unless the command is for the one problem `fixed`), --size, --no-intermediates,
+// --variant; returns the --problem option (nullptr with `fixed`).
 CLI::Option* add_problem_options(CLI::App& command, std::string& problem,
-                                 gsdm::ProblemOptions& options) {
-  std::string names;
+                                 gsdm::ProblemOptions& options, const std::string& fixed = "") {
+  std::vector<const gsdm::Problem*> covered;
   for (const gsdm::Problem& p : gsdm::problems()) {
-    names += (names.empty() ? "" : ", ") + p.name + " (--size: " + p.size_help + ", default " +
-             gsdm::size_text(p.default_size) + ")";
+    if (fixed.empty() || p.name == fixed) covered.push_back(&p);
   }
-  CLI::Option* option = command.add_option("--problem", problem, "One of: " + names);
-  command.add_option_function<std::string>(
-      "--size", [&options](const std::string& text) { options.size = gsdm::parse_size(text); },
-      "The problem's dimensions, e.g. 5 or 16,16,8 (default: the problem's)");
-  command.add_flag("!--no-intermediates", options.intermediates,
-                   "Drop the intermediate variables (the paper's graphs without them)");
-  std::string variants;
-  for (const gsdm::Problem& p : gsdm::problems()) {
-    for (const auto& [name, help] : p.variants) {
-      variants += (variants.empty() ? "" : "; ") + p.name + " " + name + ": " + help;
+  std::string names, variants;
+  for (const gsdm::Problem* p : covered) {
+    names += (names.empty() ? "" : ", ") + p->name + " (--size: " + p->size_help + ", default " +
+             gsdm::size_text(p->default_size) + ")";
+    for (const auto& [name, help] : p->variants) {
+      variants += (variants.empty() ? "" : "; ") + (fixed.empty() ? p->name + " " : "") + name +
+                  ": " + help;
     }
   }
+  CLI::Option* option = nullptr;
+  if (fixed.empty()) {
+    option = command.add_option("--problem", problem, "One of: " + names);
+  } else {
+    problem = fixed;
+  }
+  command.add_option_function<std::string>(
+      "--size", [&options](const std::string& text) { options.size = gsdm::parse_size(text); },
+      fixed.empty() ? "The problem's dimensions, e.g. 5 or 16,16,8 (default: the problem's)"
+                    : "The " + names);
+  command.add_flag("!--no-intermediates", options.intermediates,
+                   "Drop the intermediate variables (the paper's graphs without them)");
   command.add_option("--variant", options.variant,
                      "Another form of the problem (" + variants + ")");
   return option;
@@ -175,10 +184,14 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
     return gsdm::build_problem_model(metadata);
   }();
   gsdm::ProblemModel averaged = gsdm::build_problem_model(metadata);  // receives the EMA weights
+  trained.model->to(global.device);
+  averaged.model->to(global.device);
 
   std::mt19937_64 validation_rng(global.seed + kValidationStream);
+  const auto& make_validation =
+      problem.make_validation_examples ? problem.make_validation_examples : problem.make_examples;
   const gsdm::TrainingBatch validation =
-      problem.make_examples(trained.graph, options, c.validation_examples, validation_rng);
+      make_validation(trained.graph, options, c.validation_examples, validation_rng);
   gsdm::TrainingProblem task;
   task.metadata = metadata;
   gsdm::add_training_batches(task, trained);
@@ -215,12 +228,13 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
                                       " per batch, validated at " + gsdm::size_text(options.size);
   std::fprintf(stderr,
                "training a GSDM for %s (size %s%s%s): %ld variables, %ld mask entries, %ld "
-               "parameters, %s attention, %d threads\n",
+               "parameters, %s attention, on %s, %d threads\n",
                problem.name.c_str(), sizes.c_str(),
                options.variant.empty() ? "" : (", " + options.variant).c_str(),
                options.intermediates ? "" : ", no intermediates",
                static_cast<long>(trained.graph.num_nodes()), static_cast<long>(mask.num_entries()),
-               static_cast<long>(parameters), c.model.attention.c_str(), global.threads);
+               static_cast<long>(parameters), c.model.attention.c_str(),
+               global.device.str().c_str(), global.threads);
   const gsdm::TrainingResult result = gsdm::train(trained.model, averaged.model, trained.schedule,
                                                   task, training, global.seed);
   averaged.metadata["trained_steps"] = result.steps_done;
@@ -250,10 +264,13 @@ struct EvalCommand {
   std::string json_path;
 };
 
-// The model file at --size (empty: its own size).
-gsdm::ProblemModel load_at_size(const std::string& path, const std::string& size) {
-  return gsdm::load_problem_model(path,
-                                  size.empty() ? std::vector<int64_t>{} : gsdm::parse_size(size));
+// The model file at --size (empty: its own size), on --device.
+gsdm::ProblemModel load_at_size(const std::string& path, const std::string& size,
+                                torch::Device device) {
+  gsdm::ProblemModel trained = gsdm::load_problem_model(
+      path, size.empty() ? std::vector<int64_t>{} : gsdm::parse_size(size));
+  trained.model->to(device);
+  return trained;
 }
 
 // "bcmf (size 4,3,2, trained at 2,2,2, no intermediates)"
@@ -267,7 +284,7 @@ std::string model_heading(const gsdm::ProblemModel& trained) {
 }
 
 void run_eval(const EvalCommand& c, const GlobalOptions& global) {
-  gsdm::ProblemModel trained = load_at_size(c.model_path, c.size);
+  gsdm::ProblemModel trained = load_at_size(c.model_path, c.size, global.device);
   const gsdm::TrainingBatch examples =
       test_examples(trained, c.count, c.training_distribution, global.seed);
   const nlohmann::json metrics = gsdm::evaluate(
@@ -305,7 +322,7 @@ struct SampleCommand {
 
 // Prints, for each example, every array's true values and the sample's (observed arrays once).
 void run_sample(const SampleCommand& c, const GlobalOptions& global) {
-  gsdm::ProblemModel trained = load_at_size(c.model_path, c.size);
+  gsdm::ProblemModel trained = load_at_size(c.model_path, c.size, global.device);
   const gsdm::TrainingBatch examples =
       test_examples(trained, c.count, c.training_distribution, global.seed);
   const gsdm::StateLayout& layout = trained.model->layout();
@@ -337,16 +354,17 @@ void run_sample(const SampleCommand& c, const GlobalOptions& global) {
 
 }  // namespace
 
-void register_gsdm(CLI::App& app, const GlobalOptions& global, Action& action) {
-  auto o = std::make_shared<GsdmOptions>();
-  CLI::App* gsdm = app.add_subcommand(
-      "gsdm", "Graphically structured diffusion: train, evaluate and sample any problem; inspect "
-              "graphical models");
-  gsdm->require_subcommand(1);
-
+void register_gsdm_train(CLI::App& parent, const GlobalOptions& global, Action& action,
+                         const std::string& fixed_problem) {
   auto t = std::make_shared<TrainCommand>();
-  CLI::App* train = gsdm->add_subcommand("train", "Train a GSDM on a problem's generated examples");
-  add_problem_options(*train, t->problem, t->problem_options)->required();
+  CLI::App* train = parent.add_subcommand(
+      "train", fixed_problem.empty()
+                   ? std::string("Train a GSDM on a problem's generated examples")
+                   : "Train a GSDM on generated " + fixed_problem +
+                         " examples (gsdm train --problem " + fixed_problem + ")");
+  CLI::Option* problem = add_problem_options(*train, t->problem, t->problem_options, fixed_problem);
+  if (problem != nullptr) problem->required();
+  if (!fixed_problem.empty()) t->out = fixed_problem + ".pt";
   t->architecture_options = add_gsdm_model_options(*train, t->model);
   add_training_loop_options(*train, t->training);
   t->learning_rate_option = train->get_option("--lr");
@@ -372,6 +390,16 @@ void register_gsdm(CLI::App& app, const GlobalOptions& global, Action& action) {
       ->check(writable_file())
       ->capture_default_str();
   train->callback([t, &global, &action] { action = [t, &global] { run_train(*t, global); }; });
+}
+
+void register_gsdm(CLI::App& app, const GlobalOptions& global, Action& action) {
+  auto o = std::make_shared<GsdmOptions>();
+  CLI::App* gsdm = app.add_subcommand(
+      "gsdm", "Graphically structured diffusion: train, evaluate and sample any problem; inspect "
+              "graphical models");
+  gsdm->require_subcommand(1);
+
+  register_gsdm_train(*gsdm, global, action);
 
   auto e = std::make_shared<EvalCommand>();
   CLI::App* eval = gsdm->add_subcommand(

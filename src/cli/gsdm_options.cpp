@@ -36,14 +36,14 @@ std::vector<CLI::Option*> add_gsdm_model_options(CLI::App& command, GsdmModelOpt
       ->check(CLI::IsMember({"sparse", "gather", "dense"}))
       ->capture_default_str();
   command
-      .add_option("--mask", o.mask,
+      .add_option("--mask-rule", o.mask,
                   "standard, or an ablation: non-symmetrised (children attend to parents only) "
                   "or random (as many pairs, drawn uniformly)")
       ->check(CLI::IsMember({"standard", "non-symmetrised", "random"}))
       ->capture_default_str();
   command.add_option("--mask-seed", o.model.mask.seed, "The random mask's draw")
       ->capture_default_str();
-  command.add_option("--schedule", o.schedule_kind, "linear or cosine")
+  command.add_option("--noise-schedule", o.schedule_kind, "linear or cosine")
       ->check(CLI::IsMember({"linear", "cosine"}))
       ->capture_default_str();
   command.add_option("--diffusion-steps", o.schedule.steps, "T")->capture_default_str();

@@ -19,9 +19,9 @@ struct GsdmModelOptions {
   gsdm::GsdmConfig config() const;  // with the names parsed
   diffusion::ScheduleConfig schedule_config() const;
 };
-// --dim, --blocks, --heads, --embedding, --norm, --attention, --mask, --mask-seed, --schedule,
-// --diffusion-steps, --beta-start, --beta-end. Returns the options of the first four, to tell whether they were
-// given.
+// --dim, --blocks, --heads, --embedding, --norm, --attention, --mask-rule, --mask-seed,
+// --noise-schedule, --diffusion-steps, --beta-start, --beta-end. Returns the options of the first
+// four, to tell whether they were given.
 std::vector<CLI::Option*> add_gsdm_model_options(CLI::App& command, GsdmModelOptions& options);
 
 struct SamplingOptions {

@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <fstream>
 #include <iostream>
 #include <stdexcept>
 #include <string>
@@ -11,6 +13,7 @@
 #include <torch/torch.h>
 
 #include "cli/command.h"
+#include "structdiff/device.h"
 #include "structdiff/runtime.h"
 #include "structdiff/train.h"
 #include "util/text.h"
@@ -74,24 +77,9 @@ std::string command_line(int argc, char** argv) {
   return line;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-#ifdef __GLIBC__
-  // A training step frees and reallocates the same few-MB activations every step. glibc's
-  // defaults hand that memory back to the kernel and fault it in again (about 15 % of a Sudoku
-  // training step); keeping it in the heap avoids that. Setting the mmap threshold explicitly
-  // matters: setting only the trim threshold switches off glibc's adaptive mmap threshold.
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
-#endif
-  // The memory hook of `bench` makes c10 warn about blocks allocated before it started; only
-  // errors are worth a user's attention here.
-#ifdef C10_USE_GLOG
-  FLAGS_minloglevel = 2;  // c10 forwards its level to glog only downwards
-#else
-  FLAGS_caffe2_log_level = 2;
-#endif
+// One invocation: parses the command line and, unless `check_only` or --dry-run, runs it.
+// Returns the exit code.
+int run_command_line(int argc, char** argv, bool check_only) {
   CLI::App app{
       "structdiff: the structure of a problem as the architecture of its neural network.\n"
       "Structured attention (dense, sparse, gather, FAVOR+, linear, diffusivity) on libtorch.\n"
@@ -111,17 +99,17 @@ int main(int argc, char** argv) {
                                                       " (4 x this machine's cores)"))
       ->capture_default_str();
   app.add_option("--seed", global.seed, "Random seed")->capture_default_str();
-  // One name for where models run, across subcommands; today every model runs on the CPU, so
-  // another device is a usage error that says so rather than an unknown option.
+  // One name for where models run, across subcommands; a device this libtorch cannot use is a
+  // usage error that says why.
   std::string device = "cpu";
-  app.add_option("--device", device, "Where models run (cpu)")
+  app.add_option("--device", device, "Where models run: cpu, cuda or cuda:N")
       ->check([](const std::string& name) -> std::string {
-        if (name == "cpu") return "";
-        if (name.rfind("cuda", 0) == 0) {
-          return "structdiff runs its models on the CPU only so far (this libtorch " +
-                 std::string(torch::cuda::is_available() ? "sees a GPU" : "has no usable GPU") + ")";
+        try {
+          parse_device(name);
+          return "";
+        } catch (const std::invalid_argument& e) {
+          return e.what();
         }
-        return "unknown device '" + name + "' (cpu)";
       })
       ->capture_default_str();
   bool dry_run = false;
@@ -145,6 +133,7 @@ int main(int argc, char** argv) {
   cli::register_tracformer(app, global, action);
   cli::register_unn(app, global, action);
   cli::register_model(app, global, action);
+  cli::register_export(app, global, action);
 
   try {
     app.parse(argc, argv);
@@ -165,7 +154,8 @@ int main(int argc, char** argv) {
     std::cerr << "structdiff: error: " << e.what() << " (run with --help for usage)\n";
     return 2;
   }
-  if (dry_run) return 0;
+  global.device = parse_device(device);
+  if (dry_run || check_only) return 0;
   try {
     set_threads(global.threads);
     train::set_run_description(command_line(argc, argv), global.seed);
@@ -183,4 +173,59 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+// --dry-run-lines FILE: the check of --dry-run for every command line of FILE in this one process
+// (one line per command, arguments separated by the ASCII unit separator 0x1f). Prints each
+// failing line after its error; exit 0 when all parse, else 2. The experiment scripts' test records
+// their commands and checks them so, instead of starting a process per command.
+int check_command_lines(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    std::cerr << "structdiff: error: cannot read " << path << "\n";
+    return 1;
+  }
+  int failures = 0, lines = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    std::vector<std::string> words{"structdiff"};
+    for (size_t at = 0; at <= line.size();) {
+      const size_t end = std::min(line.find('\x1f', at), line.size());
+      words.push_back(line.substr(at, end - at));
+      at = end + 1;
+    }
+    std::vector<char*> argv;
+    for (std::string& word : words) argv.push_back(word.data());
+    ++lines;
+    if (run_command_line(static_cast<int>(argv.size()), argv.data(), /*check_only=*/true) != 0) {
+      ++failures;
+      std::string shown = line;
+      std::replace(shown.begin(), shown.end(), '\x1f', ' ');
+      std::cerr << "FAILED: structdiff " << shown << "\n";
+    }
+  }
+  std::cout << lines - failures << " of " << lines << " command lines parse\n";
+  return failures == 0 ? 0 : 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+#ifdef __GLIBC__
+  // A training step frees and reallocates the same few-MB activations every step. glibc's
+  // defaults hand that memory back to the kernel and fault it in again (about 15 % of a Sudoku
+  // training step); keeping it in the heap avoids that. Setting the mmap threshold explicitly
+  // matters: setting only the trim threshold switches off glibc's adaptive mmap threshold.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+#endif
+  // The memory hook of `bench` makes c10 warn about blocks allocated before it started; only
+  // errors are worth a user's attention here.
+#ifdef C10_USE_GLOG
+  FLAGS_minloglevel = 2;  // c10 forwards its level to glog only downwards
+#else
+  FLAGS_caffe2_log_level = 2;
+#endif
+  if (argc == 3 && std::string(argv[1]) == "--dry-run-lines") return check_command_lines(argv[2]);
+  return run_command_line(argc, argv, /*check_only=*/false);
 }

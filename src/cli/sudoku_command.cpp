@@ -1,4 +1,5 @@
-// `structdiff sudoku`: train a GSDM Sudoku solver, solve puzzles with it, evaluate it.
+// `structdiff sudoku`: train a GSDM Sudoku solver (gsdm train --problem sudoku), solve puzzles
+// with it, evaluate it.
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -10,82 +11,10 @@
 
 #include "cli/command.h"
 #include "cli/gsdm_options.h"
-#include "structdiff/gsdm_training.h"
-#include "structdiff/runtime.h"
 #include "structdiff/sudoku_model.h"
-#include "structdiff/train.h"
 
 namespace structdiff::cli {
 namespace {
-
-int block_size(int side) {
-  for (int n = 2; n <= 5; ++n) {
-    if (n * n == side) return n;
-  }
-  throw std::invalid_argument("--size takes 4, 9, 16 or 25, got " + std::to_string(side));
-}
-
-// ---- train -------------------------------------------------------------------------------------
-
-struct TrainCommand {
-  int size = 9;
-  GsdmModelOptions model;
-  gsdm::TrainingOptions training;
-  std::string grids = "broad";
-  std::string out = "sudoku.pt";
-  int64_t validation_puzzles = 64;
-};
-
-void run_train(const TrainCommand& c, const GlobalOptions& global) {
-  const int n = block_size(c.size);
-  const gsdm::GsdmConfig config = c.model.config();
-  const diffusion::ScheduleConfig schedule_config = c.model.schedule_config();
-  const sudoku::GridFamily grids = sudoku::parse_grid_family(c.grids);
-  const nlohmann::json metadata = sudoku::model_metadata(n, grids, config, schedule_config);
-  sudoku::TrainedModel trained = [&] {
-    DefaultGeneratorGuard initial_weights(global.seed);
-    return sudoku::build_model(metadata);
-  }();
-  sudoku::TrainedModel averaged = sudoku::build_model(metadata);  // receives the EMA weights
-
-  // Fixed validation puzzles: half the cells observed, as the paper reports by default.
-  std::mt19937_64 validation_rng(global.seed + 1000003);
-  std::vector<sudoku::Grid> validation;
-  for (int64_t i = 0; i < c.validation_puzzles; ++i) {
-    const sudoku::Grid solution = sudoku::generate_solution(n, validation_rng, grids);
-    validation.push_back(sudoku::observe_random_cells(solution, solution.size() / 2, validation_rng));
-  }
-  gsdm::TrainingProblem problem;
-  problem.metadata = metadata;
-  problem.make_batch = [n, grids](int64_t batch, std::mt19937_64& rng) {
-    sudoku::Batch b = sudoku::make_training_batch(n, batch, rng, grids);
-    return gsdm::TrainingBatch{b.x0, b.observed};
-  };
-  problem.validate = [&](gsdm::Gsdm ema_model) {
-    sudoku::TrainedModel view{n, grids, ema_model, trained.schedule};
-    // Its own generator, restarted each time: validation leaves the training run's streams alone
-    // and scores every checkpoint on the same draws.
-    sudoku::SolveOptions options;
-    options.generator = at::make_generator<at::CPUGeneratorImpl>(global.seed + 1000003);
-    options.ddim_steps = 20;
-    const sudoku::Accuracy a = sudoku::evaluate(view, validation, options);
-    return nlohmann::json{{"valid_at_50pct", a.valid_fraction()},
-                          {"violated_fraction_at_50pct", a.violated_fraction}};
-  };
-  gsdm::TrainingOptions options = c.training;
-  const int64_t parameters = [&] {
-    int64_t count = 0;
-    for (const auto& p : trained.model->parameters()) count += p.numel();
-    return count;
-  }();
-  std::fprintf(stderr, "training a %dx%d Sudoku GSDM on %s grids: %ld parameters, %s attention, %d threads\n",
-               c.size, c.size, c.grids.c_str(), static_cast<long>(parameters), c.model.attention.c_str(),
-               global.threads);
-  const gsdm::TrainingResult result =
-      gsdm::train(trained.model, averaged.model, trained.schedule, problem, options, global.seed);
-  sudoku::save_model(c.out, averaged);
-  print_training_summary(result, c.out);
-}
 
 // ---- solve -------------------------------------------------------------------------------------
 
@@ -154,7 +83,8 @@ void run_solve(const SolveCommand& c, const GlobalOptions& global) {
     }
   }
   if (puzzles.empty()) throw std::invalid_argument("no puzzle given (PUZZLE or --file)");
-  const sudoku::TrainedModel trained = sudoku::load_model(c.model_path);
+  sudoku::TrainedModel trained = sudoku::load_model(c.model_path);
+  trained.model->to(global.device);
   const sudoku::SolveOptions options = c.sampling.sample_options(global.seed);
   std::vector<std::string> unsolved;
   for (size_t i = 0; i < puzzles.size(); ++i) {
@@ -181,7 +111,8 @@ struct EvalCommand {
 };
 
 void run_eval(const EvalCommand& c, const GlobalOptions& global) {
-  const sudoku::TrainedModel trained = sudoku::load_model(c.model_path);
+  sudoku::TrainedModel trained = sudoku::load_model(c.model_path);
+  trained.model->to(global.device);
   const int cells = trained.n * trained.n * trained.n * trained.n;
   const sudoku::GridFamily grids = c.grids.empty() ? trained.grids : sudoku::parse_grid_family(c.grids);
   std::mt19937_64 rng(global.seed);
@@ -247,21 +178,7 @@ void register_sudoku(CLI::App& app, const GlobalOptions& global, Action& action)
   CLI::App* sudoku = app.add_subcommand("sudoku", "GSDM Sudoku solver: train, solve, evaluate");
   sudoku->require_subcommand(1);
 
-  auto t = std::make_shared<TrainCommand>();
-  CLI::App* train = sudoku->add_subcommand("train", "Train a Sudoku GSDM on generated grids");
-  train->add_option("--size", t->size, "Grid side: 4, 9, 16 or 25")->capture_default_str();
-  add_gsdm_model_options(*train, t->model);
-  add_training_loop_options(*train, t->training);
-  train->add_option("--batch", t->training.batch, "Batch size")->capture_default_str();
-  train->add_option("--validation-puzzles", t->validation_puzzles, "Puzzles per validation")
-      ->capture_default_str();
-  train->add_option("--grids", t->grids,
-                    "Training grids: broad (the whole space) or pattern (the paper's generator)")
-      ->check(CLI::IsMember({"broad", "pattern"}))
-      ->capture_default_str();
-  train->add_option("--out", t->out, "Trained model (EMA weights) to write")
-      ->check(writable_file())->capture_default_str();
-  train->callback([t, &global, &action] { action = [t, &global] { run_train(*t, global); }; });
+  register_gsdm_train(*sudoku, global, action, "sudoku");
 
   auto s = std::make_shared<SolveCommand>();
   CLI::App* solve = sudoku->add_subcommand("solve", "Solve puzzles with a trained model");

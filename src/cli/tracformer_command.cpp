@@ -81,6 +81,8 @@ void run_train(TrainCommand c, const GlobalOptions& global) {
   tracformer::check_training_text(train_ids, c.config);  // before anything is printed
   Tracformer model(c.config);
   Tracformer averaged(c.config);
+  model->to(global.device);
+  averaged->to(global.device);
   std::printf(
       "%s (%s): %ld train / %ld validation / %ld test characters in %ld blocks, "
       "%ld characters in the vocabulary\n",
@@ -88,9 +90,9 @@ void run_train(TrainCommand c, const GlobalOptions& global) {
       static_cast<long>(splits.train.size()), static_cast<long>(splits.validation.size()),
       static_cast<long>(splits.test.size()), static_cast<long>(splits.blocks),
       static_cast<long>(vocabulary.num_characters()));
-  std::printf("%s, objective %s, %ld parameters (%ld outside the embedding)\n",
+  std::printf("%s, objective %s, on %s, %ld parameters (%ld outside the embedding)\n",
               tracformer::architecture_name(c.config.architecture).c_str(),
-              tracformer::mode_name(c.config.objective).c_str(),
+              tracformer::mode_name(c.config.objective).c_str(), global.device.str().c_str(),
               static_cast<long>(model->non_embedding_parameters() +
                                 c.config.vocab_size() * c.config.d_model),
               static_cast<long>(model->non_embedding_parameters()));
@@ -155,6 +157,7 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
     masking.query_targets = tracformer::parse_ranges(c.query_set.substr(slash + 1));
   }
   Tracformer model = tracformer::load_model(c.model_path);
+  model->to(global.device);
   const tracformer::Config& config = model->config();
   const tracformer::Mode mode = c.mode.empty() ? config.objective : tracformer::parse_mode(c.mode);
   const std::u32string text = data::read_text_file(c.text_path);
@@ -214,6 +217,7 @@ struct InfillCommand {
 
 void run_infill(const InfillCommand& c, const GlobalOptions& global) {
   Tracformer model = tracformer::load_model(c.model_path);
+  model->to(global.device);
   const tracformer::Config& config = model->config();
   const std::u32string text = data::decode_utf8(c.text, "the text to fill");
   const int64_t n = static_cast<int64_t>(text.size());

@@ -538,7 +538,12 @@ void register_unn(CLI::App& app, const GlobalOptions& global, Action& action) {
       ->capture_default_str();
   add_training_loop_options(*train, t->training.loop);
   t->command = train;
-  train->callback([t, &global, &action] { action = [t, &global] { run_train(*t, global); }; });
+  train->callback([t, &global, &action] {
+    action = [t, &global] {
+      require_cpu(global, "unn train");
+      run_train(*t, global);
+    };
+  });
 
   auto e = std::make_shared<EvalCommand>();
   CLI::App* evaluate = unn->add_subcommand(
@@ -557,7 +562,12 @@ void register_unn(CLI::App& app, const GlobalOptions& global, Action& action) {
       ->capture_default_str();
   evaluate->add_option("--data-dir", e->data_dir, "IDX directory (default: the dataset's)");
   evaluate->add_option("--json", e->json_path, "Write the results as JSON")->check(writable_file());
-  evaluate->callback([e, &action] { action = [e] { run_eval(*e); }; });
+  evaluate->callback([e, &global, &action] {
+    action = [e, &global] {
+      require_cpu(global, "unn eval");
+      run_eval(*e);
+    };
+  });
 
   auto g = std::make_shared<GenerateCommand>();
   CLI::App* generate = unn->add_subcommand(
@@ -579,7 +589,12 @@ void register_unn(CLI::App& app, const GlobalOptions& global, Action& action) {
                    "Classifier that labels the prototypes, e.g. models/classifier-mnist.pt")
       ->check(CLI::ExistingFile);
   generate->add_option("--json", g->json_path, "Write the results as JSON")->check(writable_file());
-  generate->callback([g, &action] { action = [g] { run_generate(*g); }; });
+  generate->callback([g, &global, &action] {
+    action = [g, &global] {
+      require_cpu(global, "unn generate");
+      run_generate(*g);
+    };
+  });
 }
 
 }  // namespace structdiff::cli

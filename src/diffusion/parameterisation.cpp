@@ -6,6 +6,7 @@
 
 #include "diffusion/detail.h"
 #include "structdiff/diffusion.h"
+#include "structdiff/random.h"
 
 namespace structdiff::diffusion {
 
@@ -43,12 +44,12 @@ TrainingExample make_training_example(const NoiseSchedule& schedule, const torch
   if (antithetic) {
     // Pairs (t, T-1-t) cover early and late steps together, lowering the loss variance.
     const int64_t drawn = (batch + 1) / 2;
-    const torch::Tensor first = torch::randint(0, steps, {drawn}, generator, step_options);
+    const torch::Tensor first = random::integers(0, steps, {drawn}, generator, step_options);
     t = torch::cat({first, steps - 1 - first.slice(0, 0, batch - drawn)});
   } else {
-    t = torch::randint(0, steps, {batch}, generator, step_options);
+    t = random::integers(0, steps, {batch}, generator, step_options);
   }
-  const torch::Tensor noise = torch::randn(x0.sizes(), generator, x0.options());
+  const torch::Tensor noise = random::normal(x0.sizes(), generator, x0.options());
   return {schedule.add_noise(x0, noise, t), t, noise};
 }
 

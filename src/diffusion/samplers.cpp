@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "structdiff/diffusion.h"
+#include "structdiff/random.h"
 
 namespace structdiff::diffusion {
 namespace {
@@ -74,7 +75,7 @@ torch::Tensor sample_ancestral(const ModelFn& model, const NoiseSchedule& schedu
       const double variance = options.variance == AncestralVariance::beta
                                   ? schedule.betas()[step].item<double>()
                                   : schedule.posterior_variance(t)[0].item<double>();
-      next = next + std::sqrt(variance) * torch::randn(x.sizes(), options.generator, x.options());
+      next = next + std::sqrt(variance) * random::normal(x.sizes(), options.generator, x.options());
     }
     x = finish_step(std::move(next), options, total - step, total);
   }
@@ -110,7 +111,7 @@ torch::Tensor sample_ddim(const ModelFn& model, const NoiseSchedule& schedule, t
                            std::sqrt((1 - abar_next) / (1 - abar) * (1 - abar / abar_next));
       next = std::sqrt(abar_next) * x0_hat + std::sqrt(1 - abar_next - sigma * sigma) * noise_hat;
       if (sigma > 0) {
-        next = next + sigma * torch::randn(x.sizes(), options.generator, x.options());
+        next = next + sigma * random::normal(x.sizes(), options.generator, x.options());
       }
     }
     x = finish_step(std::move(next), options, static_cast<int64_t>(i) + 1, num_steps);

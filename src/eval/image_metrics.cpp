@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include <torch/linalg.h>  // not part of torch/torch.h in libtorch 2.x
 #include <torch/torch.h>
 
 #include "structdiff/image_metrics.h"

@@ -7,6 +7,8 @@
 
 #include <torch/torch.h>
 
+#include "structdiff/device.h"
+#include "structdiff/random.h"
 #include "structdiff/sinusoidal.h"
 
 namespace structdiff::gsdm {
@@ -76,7 +78,9 @@ StateLayout::StateLayout(const graph::GraphicalModel& model) {
 }
 
 torch::Tensor StateLayout::expand_node_mask(const torch::Tensor& node_mask) const {
-  return node_mask.index_select(1, entry_to_node.to(node_mask.device()));
+  return node_mask.index_select(1, entry_to_node.device() == node_mask.device()
+                                       ? entry_to_node
+                                       : entry_to_node.to(node_mask.device()));
 }
 
 // ---- building blocks ---------------------------------------------------------------------------
@@ -169,6 +173,20 @@ GsdmStructure::GsdmStructure(const graph::GraphicalModel& model, const graph::Ma
     : layout(model), num_nodes(model.num_nodes()), pattern(model.compile(mask)) {
   if (num_nodes == 0) throw std::invalid_argument("GSDM: the graphical model has no variables");
   if (needs_pattern) pattern_batch = std::make_unique<PatternBatch>(pattern);
+}
+
+void GsdmStructure::move_to(torch::Device target) {
+  if (target == device) return;
+  layout.entry_to_node = layout.entry_to_node.to(target);
+  for (ArityGroup& group : groups) {
+    group.nodes = group.nodes.to(target);
+    group.entries = group.entries.to(target);
+  }
+  // The home structure's two tensors are the model's buffers too: moving them in place keeps
+  // them so (.to() on a tensor already there returns it unchanged).
+  embedding_index.set_data(embedding_index.to(target));
+  sinusoidal_codes.set_data(sinusoidal_codes.to(target));
+  device = target;
 }
 
 int64_t GsdmImpl::assign_embeddings(const graph::GraphicalModel& model,
@@ -314,6 +332,7 @@ void GsdmImpl::use_structure(std::shared_ptr<GsdmStructure> structure) {
 
 torch::Tensor GsdmImpl::forward(const torch::Tensor& x_t, const torch::Tensor& t,
                                 const torch::Tensor& observed) {
+  if (structure_->device != x_t.device()) structure_->move_to(x_t.device());
   const GsdmStructure& s = *structure_;
   if (x_t.dim() != 2 || x_t.size(1) != s.layout.width) {
     throw std::invalid_argument("GSDM: state must be (batch, " + std::to_string(s.layout.width) +
@@ -363,8 +382,10 @@ diffusion::ModelFn conditioned_model(Gsdm model, torch::Tensor observed_nodes,
 }
 
 torch::Tensor training_loss(Gsdm model, const diffusion::NoiseSchedule& schedule,
-                            const torch::Tensor& x0, const torch::Tensor& observed_nodes,
+                            const torch::Tensor& x0_in, const torch::Tensor& observed_nodes_in,
                             at::Generator generator) {
+  const torch::Device device = device_of(*model);
+  const torch::Tensor x0 = x0_in.to(device), observed_nodes = observed_nodes_in.to(device);
   const diffusion::TrainingExample example =
       diffusion::make_training_example(schedule, x0, /*antithetic=*/true, std::move(generator));
   torch::Tensor output = conditioned_model(model, observed_nodes, x0)(example.x_t, example.t);
@@ -420,10 +441,13 @@ Sampler parse_sampler(const std::string& name) {
 }
 
 torch::Tensor sample(Gsdm model, const diffusion::NoiseSchedule& schedule,
-                     const torch::Tensor& observed_nodes, const torch::Tensor& observed_values,
-                     const SampleOptions& options) {
+                     const torch::Tensor& observed_nodes_in,
+                     const torch::Tensor& observed_values_in, const SampleOptions& options) {
   if (!options.generator.defined()) throw std::invalid_argument("gsdm::sample needs a generator");
   torch::NoGradGuard no_grad;
+  const torch::Device device = device_of(*model);
+  const torch::Tensor observed_nodes = observed_nodes_in.to(device);
+  const torch::Tensor observed_values = observed_values_in.to(device);
   // The conditioned model writes the observed values into its input and over its output at
   // every step, so the sampler needs no clamp of its own; latent entries are zeroed so that no
   // value passed for them can reach the network.
@@ -435,10 +459,12 @@ torch::Tensor sample(Gsdm model, const diffusion::NoiseSchedule& schedule,
   sampler.ddim_eta = options.ddim_eta;
   sampler.progress = options.progress;
   sampler.generator = options.generator;
-  const torch::Tensor noise = torch::randn(observed_values.sizes(), options.generator);
-  return options.sampler == Sampler::ancestral
-             ? diffusion::sample_ancestral(fn, schedule, noise, sampler)
-             : diffusion::sample_ddim(fn, schedule, noise, options.ddim_steps, sampler);
+  const torch::Tensor noise = random::normal(observed_values.sizes(), options.generator, observed_values.options());
+  const torch::Tensor samples =
+      options.sampler == Sampler::ancestral
+          ? diffusion::sample_ancestral(fn, schedule, noise, sampler)
+          : diffusion::sample_ddim(fn, schedule, noise, options.ddim_steps, sampler);
+  return samples.to(observed_values_in.device());
 }
 
 }  // namespace structdiff::gsdm

@@ -490,7 +490,8 @@ torch::Tensor TracformerImpl::decode_cached(
   const int64_t heads = config_.heads, head_dim = config_.head_dim();
   const torch::Tensor mask = torch::full_like(tokens, config_.mask_id());
   torch::Tensor out = torch::where(tokens >= 0, tokens, mask);
-  const torch::Tensor positions = torch::arange(T, torch::kLong);
+  const auto on_device = torch::TensorOptions().device(tokens.device());
+  const torch::Tensor positions = torch::arange(T, on_device.dtype(torch::kLong));
   auto block = [](torch::nn::ModuleList& list, int64_t l) { return list[l]->as<Block>(); };
 
   // The suffix encoder, once: its features at t' > t see only (t, T], given tokens and <MASK>.
@@ -513,8 +514,8 @@ torch::Tensor TracformerImpl::decode_cached(
   // Prefix caches, filled one position at a time: each encoder layer's self-attention keys and
   // values, and each decoder layer's cross-attention keys and values of its encoder layer.
   auto empty_cache = [&] {
-    return KeyValue{torch::zeros({batch, heads, T, head_dim}),
-                    torch::zeros({batch, heads, T, head_dim})};
+    return KeyValue{torch::zeros({batch, heads, T, head_dim}, on_device),
+                    torch::zeros({batch, heads, T, head_dim}, on_device)};
   };
   std::vector<KeyValue> encoder_cache(L), prefix_memory(L);
   std::vector<std::vector<torch::Tensor>> encoder_rows(L), decoder_prefix(L), decoder_suffix(L);
@@ -528,11 +529,11 @@ torch::Tensor TracformerImpl::decode_cached(
         return std::vector<int64_t>(p.col_indices().begin() + p.row_offsets()[row],
                                     p.col_indices().begin() + p.row_offsets()[row + 1]);
       };
-      encoder_rows[l].push_back(torch::tensor(columns(prefix, t), torch::kLong));
+      encoder_rows[l].push_back(torch::tensor(columns(prefix, t), torch::kLong).to(tokens.device()));
       std::vector<int64_t> before, after;
       for (int64_t c : columns(cross, t)) (c < T ? before : after).push_back(c < T ? c : c - T);
-      decoder_prefix[l].push_back(torch::tensor(before, torch::kLong));
-      decoder_suffix[l].push_back(torch::tensor(after, torch::kLong));
+      decoder_prefix[l].push_back(torch::tensor(before, torch::kLong).to(tokens.device()));
+      decoder_suffix[l].push_back(torch::tensor(after, torch::kLong).to(tokens.device()));
     }
   }
   auto select = [](const KeyValue& kv, const torch::Tensor& columns) {
@@ -548,7 +549,7 @@ torch::Tensor TracformerImpl::decode_cached(
     const torch::Tensor position = positions.narrow(0, t, 1);
     const torch::Tensor rows = hidden.select(1, t);
     if (rows.any().item<bool>()) {
-      torch::Tensor h = torch::zeros({batch, 1, config_.d_model});
+      torch::Tensor h = torch::zeros({batch, 1, config_.d_model}, on_device);
       for (int64_t l = 0; l < L; ++l) {
         const KeyValue before = select(prefix_memory[l], decoder_prefix[l][t]);
         const KeyValue after = select(suffix_memory[l], decoder_suffix[l][t]);
@@ -580,24 +581,11 @@ torch::Tensor TracformerImpl::decode_cached(
 // ---- model files -----------------------------------------------------------------------------
 
 void save_model(const std::string& path, Tracformer& model, nlohmann::json metadata) {
-  metadata["config"] = model->config();
-  train::save_model_file(path, "tracformer", *model, std::move(metadata));
+  train::save_configured_model(path, "tracformer", model, std::move(metadata));
 }
 
 Tracformer load_model(const std::string& path, nlohmann::json* metadata) {
-  Tracformer model{nullptr};
-  nlohmann::json read = train::load_model_file(
-      path, "tracformer", [&](const nlohmann::json& stored) -> torch::nn::Module& {
-        try {
-          model = Tracformer(stored.at("config").get<Config>());
-        } catch (const nlohmann::json::exception& e) {
-          throw std::runtime_error(path + ": the model's configuration is incomplete (" +
-                                   std::string(e.what()) + ")");
-        }
-        return *model;
-      });
-  if (metadata != nullptr) *metadata = std::move(read);
-  return model;
+  return train::load_configured_model<Tracformer>(path, "tracformer", metadata);
 }
 
 }  // namespace structdiff::tracformer

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "structdiff/device.h"
+#include "structdiff/random.h"
 #include "structdiff/runtime.h"
 #include "structdiff/tracformer_training.h"
 
@@ -49,6 +51,10 @@ Batch random_batch(const torch::Tensor& ids, int64_t batch, int64_t length, Mask
   return {torch::stack(tokens), torch::stack(hidden).logical_not(), torch::Tensor()};
 }
 
+Batch Batch::to(torch::Device device) const {
+  return {tokens.to(device), given.to(device), targets.defined() ? targets.to(device) : targets};
+}
+
 namespace {
 
 torch::Tensor true_token_log_probs(const torch::Tensor& logits, const torch::Tensor& tokens) {
@@ -59,9 +65,11 @@ torch::Tensor true_token_log_probs(const torch::Tensor& logits, const torch::Ten
 
 }  // namespace
 
-Scores score(Tracformer& model, const Batch& batch, Mode mode) {
+Scores score(Tracformer& model, const Batch& given_batch, Mode mode) {
   torch::NoGradGuard no_grad;
   model->eval();
+  const Batch batch = given_batch.to(device_of(*model));
+  const torch::Device caller = given_batch.tokens.device();
   const bool query = batch.targets.defined();
   const torch::Tensor targets = query ? batch.targets : batch.given.logical_not();
   const torch::Tensor scored = targets & (batch.tokens >= 0);
@@ -104,10 +112,12 @@ Scores score(Tracformer& model, const Batch& batch, Mode mode) {
           true_token_log_probs(model->forward(batch.tokens, batch.given, Mode::car), batch.tokens);
     }
   }
-  return {torch::where(scored, log_probs, torch::zeros_like(log_probs)), scored};
+  return {torch::where(scored, log_probs, torch::zeros_like(log_probs)).to(caller),
+          scored.to(caller)};
 }
 
-torch::Tensor masked_nll(Tracformer& model, const Batch& batch, at::Generator* dropout) {
+torch::Tensor masked_nll(Tracformer& model, const Batch& given_batch, at::Generator* dropout) {
+  const Batch batch = given_batch.to(device_of(*model));
   const torch::Tensor logits =
       model->forward(batch.tokens, batch.given, model->config().objective, dropout);
   const torch::Tensor targets = batch.given.logical_not() & (batch.tokens >= 0);
@@ -290,12 +300,12 @@ torch::Tensor draw(const torch::Tensor& logits, const SamplingOptions& options,
     const torch::Tensor keep = (sorted.cumsum(-1) - sorted) < options.top_p;
     probs = torch::zeros_like(probs).scatter(-1, order, sorted * keep);
   }
-  return at::multinomial(probs, 1, false, generator).squeeze(1);
+  return random::categorical(probs, generator);
 }
 
 }  // namespace
 
-torch::Tensor infill(Tracformer& model, const Batch& batch, const SamplingOptions& options,
+torch::Tensor infill(Tracformer& model, const Batch& given_batch, const SamplingOptions& options,
                      at::Generator& generator) {
   if (!(options.temperature > 0) || !std::isfinite(options.temperature)) {
     throw std::invalid_argument("temperature must be a finite number > 0, got " +
@@ -306,10 +316,14 @@ torch::Tensor infill(Tracformer& model, const Batch& batch, const SamplingOption
   }
   torch::NoGradGuard no_grad;
   model->eval();
+  const Batch batch = given_batch.to(device_of(*model));
+  const torch::Device caller = given_batch.tokens.device();
   if (options.cache && has_prefix_encoder(model->config().architecture)) {
-    return model->decode_cached(
-        batch.tokens, batch.given,
-        [&](int64_t, const torch::Tensor& logits) { return draw(logits, options, generator); });
+    return model
+        ->decode_cached(
+            batch.tokens, batch.given,
+            [&](int64_t, const torch::Tensor& logits) { return draw(logits, options, generator); })
+        .to(caller);
   }
   // Models that read the preceding tokens see the draws there; bert sees them as context.
   const bool reveal = model->effective_mode(Mode::car) == Mode::ac;
@@ -324,7 +338,7 @@ torch::Tensor infill(Tracformer& model, const Batch& batch, const SamplingOption
     tokens.select(1, t).copy_(torch::where(rows, drawn, tokens.select(1, t)));
     if (reveal) given.select(1, t).logical_or_(rows);
   }
-  return tokens;
+  return tokens.to(caller);
 }
 
 torch::Tensor chain_rule_log_likelihood(Tracformer& model, const Batch& batch) {

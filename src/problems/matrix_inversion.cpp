@@ -4,6 +4,7 @@
 #include <cmath>
 #include <random>
 
+#include <torch/linalg.h>  // not part of torch/torch.h in libtorch 2.x
 #include <torch/torch.h>
 
 #include "problems/entries.h"

@@ -111,6 +111,12 @@ ProblemOptions resolve_options(const Problem& problem, ProblemOptions options) {
                                 ") must be in " + size_text(problem.min_size) + " .. " +
                                 size_text(problem.max_size) + ", got " + size_text(options.size));
   }
+  if (problem.size_rule) {
+    if (const std::string wrong = problem.size_rule(options.size); !wrong.empty()) {
+      throw std::invalid_argument("--size for " + problem.name + " (" + problem.size_help +
+                                  "): " + wrong + ", got " + size_text(options.size));
+    }
+  }
   if (!options.size_low.empty()) {
     const std::string range = size_text(options.size_low) + ".." + size_text(options.size_high);
     if (options.size_low.size() != options.size_high.size()) {
@@ -196,10 +202,15 @@ nlohmann::json problem_model_metadata(const Problem& problem, const ProblemOptio
 ProblemModel build_problem_model(const nlohmann::json& metadata) {
   ProblemModel built;
   built.problem = &find_problem(metadata.at("problem").get<std::string>());
-  // Files of `sudoku train` (kind "sudoku") name their block side "n".
-  built.options = metadata.contains("problem_options")
-                      ? metadata.at("problem_options").get<ProblemOptions>()
-                      : ProblemOptions{{metadata.at("n").get<int64_t>()}, true};
+  // Files of kind "sudoku" (written by `sudoku train` before it became this problem's training)
+  // name the block side "n" and the grids "grids".
+  if (metadata.contains("problem_options")) {
+    built.options = metadata.at("problem_options").get<ProblemOptions>();
+  } else {
+    const int64_t n = metadata.at("n").get<int64_t>();
+    built.options = ProblemOptions{{n * n}, true};
+    if (metadata.value("grids", std::string("broad")) == "pattern") built.options.variant = "pattern";
+  }
   built.options = resolve_options(*built.problem, built.options);
   built.graph = built.problem->graph(built.options);
   built.model = Gsdm(built.graph, metadata.at("model").get<GsdmConfig>());
@@ -212,7 +223,7 @@ ProblemModel build_problem_model(const nlohmann::json& metadata) {
 ProblemModel load_problem_model(const std::string& path) {
   const nlohmann::json metadata = train::read_checkpoint_metadata(path);
   const std::string kind = train::model_kind(metadata);
-  // Sudoku models from `sudoku train` are GSDMs of the sudoku problem too.
+  // Older Sudoku model files (kind "sudoku", e.g. models/sudoku9.pt) are GSDMs of this problem.
   train::require_model_kind(metadata, kind == "sudoku" ? "sudoku" : "gsdm", path);
   ProblemModel loaded;
   train::load_model_file(path, kind, [&](const nlohmann::json& stored) -> torch::nn::Module& {

@@ -95,39 +95,61 @@ std::vector<Grid> solve(gsdm::Gsdm model, const diffusion::NoiseSchedule& schedu
 
 namespace structdiff::sudoku {
 
+gsdm::ProblemOptions problem_options(int n, GridFamily grids) {
+  gsdm::ProblemOptions options;
+  options.size = {static_cast<int64_t>(n) * n};
+  options.variant = grids == GridFamily::pattern ? "pattern" : "";
+  return options;
+}
+
+int block_side(const gsdm::ProblemOptions& options) {
+  const int64_t side = options.size.at(0);
+  int n = 2;
+  while (n < 5 && n * n < side) ++n;
+  if (n * n != side) {
+    throw std::invalid_argument("sudoku: the grid side must be 4, 9, 16 or 25, got " +
+                                std::to_string(side));
+  }
+  return n;
+}
+
+GridFamily grid_family(const gsdm::ProblemOptions& options) {
+  return options.variant == "pattern" ? GridFamily::pattern : GridFamily::broad;
+}
+
+namespace {
+
+TrainedModel sudoku_view(const gsdm::ProblemModel& built) {
+  if (built.problem->name != "sudoku") {
+    throw std::invalid_argument("not a Sudoku model (problem '" + built.problem->name + "')");
+  }
+  return {block_side(built.options), grid_family(built.options), built.model, built.schedule};
+}
+
+}  // namespace
+
 nlohmann::json model_metadata(int n, GridFamily grids, const gsdm::GsdmConfig& config,
                               const diffusion::ScheduleConfig& schedule) {
-  return {{"kind", "sudoku"},
-          {"problem", "sudoku"},
-          {"n", n},
-          {"grids", grid_family_name(grids)},
-          {"model", config},
-          {"schedule", schedule}};
+  return gsdm::problem_model_metadata(gsdm::find_problem("sudoku"), problem_options(n, grids),
+                                      config, schedule);
 }
 
 TrainedModel build_model(const nlohmann::json& metadata) {
-  if (metadata.value("problem", "") != "sudoku") {
-    throw std::invalid_argument("not a Sudoku model (problem '" + metadata.value("problem", "") + "')");
-  }
-  TrainedModel trained;
-  trained.n = metadata.at("n").get<int>();
-  trained.grids = parse_grid_family(metadata.value("grids", "broad"));
-  trained.model = gsdm::Gsdm(graphical_model(trained.n), metadata.at("model").get<gsdm::GsdmConfig>());
-  trained.schedule = diffusion::NoiseSchedule(metadata.at("schedule").get<diffusion::ScheduleConfig>());
-  return trained;
+  return sudoku_view(gsdm::build_problem_model(metadata));
 }
 
 TrainedModel load_model(const std::string& path) {
-  TrainedModel trained;
-  train::load_model_file(path, "sudoku", [&](const nlohmann::json& metadata) -> torch::nn::Module& {
-    trained = build_model(metadata);
-    return *trained.model;
-  });
-  return trained;
+  const gsdm::ProblemModel loaded = gsdm::load_problem_model(path);
+  if (loaded.problem->name != "sudoku") {
+    throw std::runtime_error(path + " holds a GSDM of problem '" + loaded.problem->name +
+                             "', not a Sudoku model");
+  }
+  return sudoku_view(loaded);
 }
 
 void save_model(const std::string& path, const TrainedModel& trained) {
-  train::save_model_file(path, "sudoku", *trained.model.ptr(),  // saving does not modify the module
+  // Saving does not modify the module.
+  train::save_model_file(path, "gsdm", *trained.model.ptr(),
                          model_metadata(trained.n, trained.grids, trained.model->config(),
                                         trained.schedule.config()));
 }
@@ -165,24 +187,43 @@ Problem sudoku() {
   Problem p;
   p.name = "sudoku";
   p.summary = "complete an n^2 x n^2 Sudoku grid from a random number of given cells";
-  p.size_help = "block side n: 2 for 4x4, 3 for 9x9";
-  p.default_size = {3};
-  p.min_size = {2};
-  p.max_size = {5};
+  p.size_help = "grid side: 4, 9, 16 or 25";
+  p.default_size = {9};
+  p.min_size = {4};
+  p.max_size = {25};
+  p.size_rule = [](const std::vector<int64_t>& size) -> std::string {
+    const int64_t side = size.at(0);
+    return side == 4 || side == 9 || side == 16 || side == 25 ? "" : "a square of 2..5";
+  };
+  p.variants = {{"pattern",
+                 "train on the authors' grids: one shifted-row pattern, relabelled and shuffled "
+                 "(paper footnote 2)"}};
   // Table 2: D 128, 6 blocks, 8 heads, batch 32; lr 3e-4 as the spec note's CPU row.
   p.learning_rate = 3e-4;
   p.batch = 32;
   p.graph = [](const ProblemOptions& options) {
-    return sudoku::graphical_model(static_cast<int>(options.size.at(0)));
+    return sudoku::graphical_model(sudoku::block_side(options));
   };
   p.make_examples = [](const graph::GraphicalModel&, const ProblemOptions& options, int64_t count,
                        std::mt19937_64& rng) {
-    sudoku::Batch batch = sudoku::make_training_batch(static_cast<int>(options.size.at(0)), count, rng);
+    const sudoku::Batch batch = sudoku::make_training_batch(sudoku::block_side(options), count, rng,
+                                                            sudoku::grid_family(options));
     return TrainingBatch{batch.x0, batch.observed};
+  };
+  // The paper validates with half the cells given.
+  p.make_validation_examples = [](const graph::GraphicalModel&, const ProblemOptions& options,
+                                  int64_t count, std::mt19937_64& rng) {
+    const int n = sudoku::block_side(options);
+    std::vector<sudoku::Grid> solutions, puzzles;
+    for (int64_t i = 0; i < count; ++i) {
+      solutions.push_back(sudoku::generate_solution(n, rng, sudoku::grid_family(options)));
+      puzzles.push_back(sudoku::observe_random_cells(solutions.back(), solutions.back().size() / 2, rng));
+    }
+    return TrainingBatch{sudoku::encode(solutions), sudoku::observed_mask(puzzles)};
   };
   p.score = [](const graph::GraphicalModel&, const ProblemOptions& options,
                const TrainingBatch& examples, const torch::Tensor& samples) {
-    const int n = static_cast<int>(options.size.at(0));
+    const int n = sudoku::block_side(options);
     const std::vector<sudoku::Grid> solutions = sudoku::decode(examples.x0, n);
     const std::vector<sudoku::Grid> sampled = sudoku::decode(samples, n);
     const auto observed = examples.observed.accessor<bool, 2>();

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -16,6 +17,8 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include "structdiff/device.h"
+#include "structdiff/model_tensors.h"
 #include "structdiff/runtime.h"
 #include "structdiff/train.h"
 #include "util/build_info.h"
@@ -78,14 +81,17 @@ void flush_to_disk(const std::string& path) {
   ::close(descriptor);
 }
 
-torch::serialize::InputArchive open_checkpoint(const std::string& path) {
+// Tensors are read onto `device` whatever device wrote them, so a file written by a GPU run loads
+// on a machine without one.
+torch::serialize::InputArchive open_checkpoint(const std::string& path,
+                                               torch::Device device = torch::kCPU) {
   std::error_code ignored;
   if (!std::filesystem::exists(path, ignored)) {
     throw std::runtime_error("checkpoint " + path + " does not exist");
   }
   torch::serialize::InputArchive archive;
   try {
-    archive.load_from(path);
+    archive.load_from(path, device);
   } catch (const std::exception& error) {
     throw std::runtime_error("checkpoint " + path +
                              " is not a valid archive: " + message_of(error));
@@ -237,7 +243,9 @@ nlohmann::json read_checkpoint_metadata(const std::string& path) {
 }
 
 void load_checkpoint(const std::string& path, CheckpointParts& parts) {
-  torch::serialize::InputArchive archive = open_checkpoint(path);
+  // Onto the model's device: reading a tensor from another device would move the model's.
+  torch::serialize::InputArchive archive = open_checkpoint(
+      path, parts.model != nullptr ? device_of(*parts.model) : torch::Device(torch::kCPU));
   // Gather and check everything first, so a checkpoint lacking a requested part or holding
   // another architecture leaves the objects untouched.
   torch::serialize::InputArchive model_archive, optimizer_archive, ema_archive, state_archive;
@@ -281,7 +289,9 @@ void load_checkpoint(const std::string& path, CheckpointParts& parts) {
                              ": EMA weights do not fit: " + message_of(error));
   }
   if (parts.task_state != nullptr) parts.task_state->load(state_archive);
-  if (parts.noise_generator != nullptr) parts.noise_generator->set_state(noise_generator_state);
+  if (parts.noise_generator != nullptr) {
+    parts.noise_generator->set_state(noise_generator_state.cpu());
+  }
   parts.step = step;
   parts.metadata = std::move(metadata);
 }
@@ -347,28 +357,50 @@ void require_model_kind(const nlohmann::json& metadata, const std::string& kind,
 
 namespace {
 
-// Feeds every tensor below `archive` to `digest` in name order: its dotted name, dtype, shape
-// and bytes, so equal weights give equal hashes whatever order the file stores them in.
-void hash_tensors(torch::serialize::InputArchive& archive, const std::string& prefix,
-                  EVP_MD_CTX* digest) {
+// Calls `visit` with every tensor below `archive` and its dotted name, in name order, so that
+// equal weights are visited alike whatever order the file stores them in.
+void for_each_tensor(torch::serialize::InputArchive& archive, const std::string& prefix,
+                     const std::function<void(const std::string&, const torch::Tensor&)>& visit) {
   std::vector<std::string> keys = archive.keys();
   std::sort(keys.begin(), keys.end());
   for (const std::string& key : keys) {
     torch::Tensor tensor;
     torch::serialize::InputArchive child;
     if (archive.try_read(key, tensor)) {
-      const torch::Tensor contiguous = tensor.contiguous();
-      const std::string header = prefix + key + '\0' + c10::toString(contiguous.scalar_type()) +
-                                 c10::str(contiguous.sizes()) + '\0';
-      EVP_DigestUpdate(digest, header.data(), header.size());
-      EVP_DigestUpdate(digest, contiguous.data_ptr(), contiguous.nbytes());
+      visit(prefix + key, tensor);
     } else if (archive.try_read(key, child)) {
-      hash_tensors(child, prefix + key + ".", digest);
+      for_each_tensor(child, prefix + key + ".", visit);
     }
   }
 }
 
+// Each tensor's dotted name, dtype, shape and bytes.
+void hash_tensors(torch::serialize::InputArchive& archive, EVP_MD_CTX* digest) {
+  for_each_tensor(archive, "", [digest](const std::string& name, const torch::Tensor& tensor) {
+    const torch::Tensor contiguous = tensor.contiguous();
+    const std::string header = name + '\0' + c10::toString(contiguous.scalar_type()) +
+                               c10::str(contiguous.sizes()) + '\0';
+    EVP_DigestUpdate(digest, header.data(), header.size());
+    EVP_DigestUpdate(digest, contiguous.data_ptr(), contiguous.nbytes());
+  });
+}
+
 }  // namespace
+
+ModelTensors read_model_tensors(const std::string& path) {
+  torch::serialize::InputArchive archive = open_checkpoint(path);
+  ModelTensors model;
+  model.metadata = parse_metadata(archive, path);
+  // Files written before kinds were recorded are recognised by their configuration, as everywhere.
+  if (model.metadata.is_object() && !model.metadata.contains("kind")) {
+    model.metadata["kind"] = model_kind(model.metadata);
+  }
+  torch::serialize::InputArchive weights = read_part(archive, kModelKey, path, "model");
+  for_each_tensor(weights, "", [&model](const std::string& name, const torch::Tensor& tensor) {
+    model.tensors.emplace_back(name, tensor);
+  });
+  return model;
+}
 
 nlohmann::json model_info(const std::string& path) {
   torch::serialize::InputArchive archive = open_checkpoint(path);
@@ -379,7 +411,7 @@ nlohmann::json model_info(const std::string& path) {
   if (!digest || EVP_DigestInit_ex(digest.get(), EVP_sha256(), nullptr) != 1) {
     throw std::runtime_error("cannot start a SHA-256 digest");
   }
-  hash_tensors(model_archive, "", digest.get());
+  hash_tensors(model_archive, digest.get());
   unsigned char hash[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   EVP_DigestFinal_ex(digest.get(), hash, &length);

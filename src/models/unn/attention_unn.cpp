@@ -205,19 +205,11 @@ AttentionUnnTrainingResult train_attention_unn(AttentionUnn& model,
 }
 
 void save_attention_unn(const std::string& path, AttentionUnn& model, nlohmann::json metadata) {
-  metadata["config"] = model->config();
-  train::save_model_file(path, "unn-attention", *model, std::move(metadata));
+  train::save_configured_model(path, "unn-attention", model, std::move(metadata));
 }
 
 AttentionUnn load_attention_unn(const std::string& path, nlohmann::json* metadata) {
-  AttentionUnn model{nullptr};
-  nlohmann::json read = train::load_model_file(
-      path, "unn-attention", [&](const nlohmann::json& m) -> torch::nn::Module& {
-        model = AttentionUnn(m.at("config").get<AttentionUnnConfig>());
-        return *model;
-      });
-  if (metadata != nullptr) *metadata = std::move(read);
-  return model;
+  return train::load_configured_model<AttentionUnn>(path, "unn-attention", metadata);
 }
 
 }  // namespace structdiff::unn

@@ -208,19 +208,11 @@ ConvUnnTrainingResult train_conv_unn(ConvUnn& model, const ImageSplits& data,
 }
 
 void save_conv_unn(const std::string& path, ConvUnn& model, nlohmann::json metadata) {
-  metadata["config"] = model->config();
-  train::save_model_file(path, "unn-conv", *model, std::move(metadata));
+  train::save_configured_model(path, "unn-conv", model, std::move(metadata));
 }
 
 ConvUnn load_conv_unn(const std::string& path, nlohmann::json* metadata) {
-  ConvUnn model{nullptr};
-  nlohmann::json read =
-      train::load_model_file(path, "unn-conv", [&](const nlohmann::json& m) -> torch::nn::Module& {
-        model = ConvUnn(m.at("config").get<ConvUnnConfig>());
-        return *model;
-      });
-  if (metadata != nullptr) *metadata = std::move(read);
-  return model;
+  return train::load_configured_model<ConvUnn>(path, "unn-conv", metadata);
 }
 
 }  // namespace structdiff::unn

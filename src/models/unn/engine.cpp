@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include "structdiff/dependency_tree.h"
+#include "structdiff/random.h"
 #include "structdiff/unn.h"
 #include "util/text.h"
 
@@ -491,9 +492,10 @@ InferenceResult NetworkImpl::infer(const InferenceOptions& options,
   for (const auto& item : options.dropout) {
     if (item.second == 0) continue;
     if (options.generator == nullptr) throw std::invalid_argument("dropout needs a generator");
-    const torch::Tensor ones = torch::ones_like(state[item.first]);
+    const torch::Tensor& like = state[item.first];
     masks[item.first] =
-        at::bernoulli(ones, 1.0 - item.second, *options.generator) / (1.0 - item.second);
+        random::bernoulli(like.sizes(), 1.0 - item.second, *options.generator, like.options()) /
+        (1.0 - item.second);
   }
   auto find = [](const std::map<std::string, torch::Tensor>& map, const std::string& name) {
     const auto found = map.find(name);

@@ -196,19 +196,11 @@ ParserTrainingResult train_parser(UnnParser& model, const data::Treebank& bank,
 }
 
 void save_parser(const std::string& path, UnnParser& model, nlohmann::json metadata) {
-  metadata["config"] = model->config();
-  train::save_model_file(path, "unn-parser", *model, std::move(metadata));
+  train::save_configured_model(path, "unn-parser", model, std::move(metadata));
 }
 
 UnnParser load_parser(const std::string& path, nlohmann::json* metadata) {
-  UnnParser model{nullptr};
-  nlohmann::json read = train::load_model_file(
-      path, "unn-parser", [&](const nlohmann::json& m) -> torch::nn::Module& {
-        model = UnnParser(m.at("config").get<ParserConfig>());
-        return *model;
-      });
-  if (metadata != nullptr) *metadata = std::move(read);
-  return model;
+  return train::load_configured_model<UnnParser>(path, "unn-parser", metadata);
 }
 
 }  // namespace structdiff::unn

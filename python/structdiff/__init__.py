@@ -1,0 +1,176 @@
+"""structdiff from PyTorch: the structure of a problem as an attention pattern.
+
+    import torch, structdiff
+    p = structdiff.Pattern.from_edges(5, [(0, 1), (1, 0), (2, 2)])   # (query, key) pairs
+    out = structdiff.sparse_attention(q, k, v, p)   # (batch, heads, tokens, dim), 1/sqrt(dim)
+
+The operators (torch.ops.structdiff.*) are structdiff's C++ kernels, loaded from the shared
+library built beside this package (PYTHONPATH=build/python after the README's build). Bad input
+raises ValueError (or RuntimeError) with a one-line message.
+"""
+import json
+import math
+import os
+
+import torch
+
+_LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libstructdiff_ops.so")
+if not os.path.exists(_LIBRARY):
+    raise ImportError(f"{_LIBRARY} is missing: build structdiff first (see the README)")
+torch.ops.load_library(_LIBRARY)
+_ops = torch.ops.structdiff
+
+__all__ = [
+    "Pattern",
+    "sparse_attention",
+    "SparseAttention",
+    "linear_attention",
+    "favor_attention",
+    "favor_projection",
+    "diffusivity_simple",
+    "load_model_file",
+]
+
+
+class Pattern:
+    """Which keys each query attends to: CSR tensors (row_offsets (P, queries + 1), absolute into
+    col_indices), one pattern shared by a batch (P = 1) or one per batch element."""
+
+    def __init__(self, row_offsets, col_indices, num_keys):
+        self.row_offsets = row_offsets
+        self.col_indices = col_indices
+        self.num_keys = int(num_keys)
+
+    @property
+    def num_queries(self):
+        return self.row_offsets.shape[1] - 1
+
+    @property
+    def num_entries(self):
+        return self.col_indices.numel()
+
+    def to(self, device):
+        return Pattern(self.row_offsets.to(device), self.col_indices.to(device), self.num_keys)
+
+    def dense_mask(self):
+        """(P, queries, keys) bool: True where a query attends to a key."""
+        patterns = self.row_offsets.shape[0]
+        mask = torch.zeros(patterns, self.num_queries, self.num_keys, dtype=torch.bool)
+        offsets, cols = self.row_offsets.cpu(), self.col_indices.cpu()
+        for p in range(patterns):
+            for row in range(self.num_queries):
+                mask[p, row, cols[offsets[p, row]:offsets[p, row + 1]]] = True
+        return mask
+
+    @staticmethod
+    def stack(patterns):
+        """One pattern per batch element, from patterns of equal shape."""
+        if not patterns:
+            raise ValueError("Pattern.stack needs at least one pattern")
+        shape = (patterns[0].num_queries, patterns[0].num_keys)
+        rows, cols, base = [], [], 0
+        for p in patterns:
+            if (p.num_queries, p.num_keys) != shape or p.row_offsets.shape[0] != 1:
+                raise ValueError("Pattern.stack takes single patterns of one shape")
+            rows.append(p.row_offsets + base)
+            cols.append(p.col_indices)
+            base += p.num_entries
+        return Pattern(torch.cat(rows), torch.cat(cols), shape[1])
+
+    @classmethod
+    def from_edges(cls, num_nodes, edges, symmetrize=False, self_edges=False):
+        """Directed (query, key) pairs over num_nodes nodes; duplicates merge."""
+        edges = torch.as_tensor(edges, dtype=torch.long).reshape(-1, 2)
+        return cls(*_ops.pattern_from_edges(num_nodes, edges, symmetrize, self_edges))
+
+    @classmethod
+    def from_graph_spec(cls, spec):
+        """A graphical model's attention mask: a JSON spec file (docs/gsdm-spec.md), or its text."""
+        if isinstance(spec, dict):
+            spec = json.dumps(spec)
+        return cls(*_ops.pattern_from_graph_spec(str(spec)))
+
+    @classmethod
+    def of_problem(cls, problem, size=(), intermediates=True, variant=""):
+        """The mask of a GSDM problem of the registry, e.g. ("sudoku", [9]) or ("bcmf", [8, 8, 4])."""
+        return cls(*_ops.pattern_of_problem(problem, list(size), intermediates, variant))
+
+    @classmethod
+    def tracformer_encoder(cls, tokens, layer, n_max, direction="prefix"):
+        return cls(*_ops.pattern_tracformer_encoder(tokens, layer, n_max, direction))
+
+    @classmethod
+    def tracformer_decoder(cls, tokens, num_layers, layer, direction="prefix"):
+        return cls(*_ops.pattern_tracformer_decoder(tokens, num_layers, layer, direction))
+
+    @classmethod
+    def causal(cls, n):
+        return cls(*_ops.pattern_causal(n))
+
+    @classmethod
+    def sliding_window(cls, n, left, right):
+        return cls(*_ops.pattern_sliding_window(n, left, right))
+
+    def __repr__(self):
+        return (f"Pattern({self.row_offsets.shape[0]} x {self.num_queries} queries x "
+                f"{self.num_keys} keys, {self.num_entries} entries)")
+
+
+def sparse_attention(q, k, v, pattern, scale=None):
+    """Softmax attention of each query over its pattern's keys, fused (no dense scores).
+
+    q: (batch, heads, queries, dim); k, v: (batch, heads, keys, dim); float32 or float64.
+    scale: the logits' factor, 1/sqrt(dim) by default. Differentiable in q, k and v."""
+    if not isinstance(pattern, Pattern):
+        raise TypeError("pattern must be a structdiff.Pattern")
+    if q.dim() == 4 and k.dim() == 4 and (q.shape[2], k.shape[2]) != (pattern.num_queries, pattern.num_keys):
+        raise ValueError(f"pattern is {pattern.num_queries}x{pattern.num_keys} but the inputs have "
+                         f"{q.shape[2]} queries and {k.shape[2]} keys")
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    return _ops.sparse_attention(q, k, v, pattern.row_offsets, pattern.col_indices, float(scale))
+
+
+class SparseAttention(torch.nn.Module):
+    """sparse_attention over a fixed pattern, as a module (the pattern moves with .to())."""
+
+    def __init__(self, pattern, scale=None):
+        super().__init__()
+        self.pattern = pattern
+        self.scale = scale
+        self.register_buffer("row_offsets", pattern.row_offsets, persistent=False)
+        self.register_buffer("col_indices", pattern.col_indices, persistent=False)
+
+    def forward(self, q, k, v):
+        pattern = Pattern(self.row_offsets, self.col_indices, self.pattern.num_keys)
+        return sparse_attention(q, k, v, pattern, self.scale)
+
+
+def linear_attention(q, k, v, eps=1e-6):
+    """Katharopoulos et al.: phi = elu + 1, linear in the number of tokens."""
+    return _ops.linear_attention(q, k, v, eps)
+
+
+def favor_projection(num_features, head_dim, orthogonal=True, seed=0, dtype=torch.float32):
+    """FAVOR+ random features (num_features, head_dim), orthogonal blocks by default."""
+    return _ops.favor_projection(num_features, head_dim, orthogonal, seed, dtype)
+
+
+def favor_attention(q, k, v, projection, kernel="softmax", eps=1e-4):
+    """Performer's FAVOR+ (softmax or relu kernel) with the given random features."""
+    return _ops.favor_attention(q, k, v, projection, kernel, eps)
+
+
+def diffusivity_simple(q, k, v, norm="per_node"):
+    """DIFFormer's simple diffusivity 1 + q~.k~, row-normalised, in linear time."""
+    return _ops.diffusivity_simple(q, k, v, norm)
+
+
+def load_model_file(path):
+    """A structdiff model file (any kind) as (state_dict, metadata): the weights by the C++
+    module's names, and the file's metadata (kind, configuration, provenance)."""
+    metadata, names, tensors = _ops.read_model_file(str(path))
+    return dict(zip(names, tensors)), json.loads(metadata)
+
+
+from . import gsdm  # noqa: E402  (the GSDM denoiser, on the operators above)

@@ -1,0 +1,100 @@
+// `structdiff export`: a model file's weights in formats any PyTorch user loads without
+// structdiff. safetensors: the JSON header written with nlohmann-json, the tensors' bytes after
+// it; the file's metadata (kind, configuration, provenance) under "__metadata__". torch: a dict
+// {"state_dict": {name: tensor}, "metadata": JSON text} that torch.load reads.
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/serialize.h>
+#include <torch/torch.h>
+
+#include "cli/command.h"
+#include "structdiff/model_tensors.h"
+
+namespace structdiff::cli {
+namespace {
+
+struct ExportCommand {
+  std::string model_path;
+  std::string format = "safetensors";
+  std::string out;
+};
+
+std::string safetensors_dtype(torch::ScalarType type) {
+  static const std::map<torch::ScalarType, std::string> names = {
+      {torch::kFloat, "F32"}, {torch::kDouble, "F64"}, {torch::kHalf, "F16"},
+      {torch::kBFloat16, "BF16"}, {torch::kLong, "I64"}, {torch::kInt, "I32"},
+      {torch::kShort, "I16"}, {torch::kChar, "I8"}, {torch::kByte, "U8"}, {torch::kBool, "BOOL"}};
+  const auto found = names.find(type);
+  if (found == names.end()) {
+    throw std::runtime_error(std::string("safetensors has no dtype for ") + c10::toString(type));
+  }
+  return found->second;
+}
+
+// https://github.com/huggingface/safetensors: an 8-byte little-endian header length, the JSON
+// header (padded with spaces to a multiple of 8), then each tensor's bytes, row-major and
+// little-endian (this machine's order; x86-64 and arm64 are little-endian).
+std::string safetensors_bytes(const train::ModelTensors& model) {
+  nlohmann::json header = nlohmann::json::object();
+  header["__metadata__"] = {{"format", "pt"}, {"structdiff", model.metadata.dump()}};
+  std::string data;
+  for (const auto& [name, tensor] : model.tensors) {
+    const torch::Tensor contiguous = tensor.contiguous();
+    const uint64_t begin = data.size();
+    data.append(static_cast<const char*>(contiguous.data_ptr()), contiguous.nbytes());
+    header[name] = {{"dtype", safetensors_dtype(contiguous.scalar_type())},
+                    {"shape", contiguous.sizes().vec()},
+                    {"data_offsets", {begin, static_cast<uint64_t>(data.size())}}};
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string bytes(8, '\0');
+  const uint64_t length = text.size();
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((length >> (8 * i)) & 0xff);
+  return bytes + text + data;
+}
+
+std::string torch_bytes(const train::ModelTensors& model) {
+  c10::Dict<std::string, torch::Tensor> state_dict;
+  for (const auto& [name, tensor] : model.tensors) state_dict.insert(name, tensor.contiguous());
+  c10::impl::GenericDict document(c10::StringType::get(), c10::AnyType::get());
+  document.insert("state_dict", state_dict);
+  document.insert("metadata", model.metadata.dump());
+  const std::vector<char> bytes = torch::pickle_save(document);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+void run_export(const ExportCommand& c) {
+  const train::ModelTensors model = train::read_model_tensors(c.model_path);
+  write_file_atomically(c.out, c.format == "safetensors" ? safetensors_bytes(model) : torch_bytes(model));
+  int64_t values = 0;
+  for (const auto& item : model.tensors) values += item.second.numel();
+  std::printf("wrote %s (%s): %zu tensors, %ld values, model kind '%s'\n", c.out.c_str(),
+              c.format.c_str(), model.tensors.size(), static_cast<long>(values),
+              model.metadata.value("kind", std::string("unknown")).c_str());
+}
+
+}  // namespace
+
+void register_export(CLI::App& app, const GlobalOptions&, Action& action) {
+  auto c = std::make_shared<ExportCommand>();
+  CLI::App* cmd = app.add_subcommand(
+      "export", "Write a model file's weights for PyTorch: safetensors or a torch.load-able dict");
+  cmd->add_option("--model", c->model_path, "Model file (any kind)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--format", c->format, "safetensors or torch")
+      ->check(CLI::IsMember({"safetensors", "torch"}))
+      ->capture_default_str();
+  cmd->add_option("--out", c->out, "File to write")->required()->check(writable_file());
+  cmd->callback([c, &action] { action = [c] { run_export(*c); }; });
+}
+
+}  // namespace structdiff::cli

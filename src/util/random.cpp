@@ -1,0 +1,41 @@
+#include "structdiff/random.h"
+
+#include <torch/torch.h>
+
+namespace structdiff::random {
+namespace {
+
+torch::TensorOptions on_cpu(const torch::TensorOptions& options) {
+  return options.device(torch::kCPU);
+}
+
+}  // namespace
+
+torch::Tensor normal(at::IntArrayRef sizes, const at::Generator& generator,
+                     const torch::TensorOptions& options) {
+  return torch::randn(sizes, generator, on_cpu(options)).to(options.device());
+}
+
+torch::Tensor uniform(at::IntArrayRef sizes, const at::Generator& generator,
+                      const torch::TensorOptions& options) {
+  return torch::rand(sizes, generator, on_cpu(options)).to(options.device());
+}
+
+torch::Tensor integers(int64_t low, int64_t high, at::IntArrayRef sizes,
+                       const at::Generator& generator, const torch::TensorOptions& options) {
+  return torch::randint(low, high, sizes, generator, on_cpu(options)).to(options.device());
+}
+
+torch::Tensor bernoulli(at::IntArrayRef sizes, double p, const at::Generator& generator,
+                        const torch::TensorOptions& options) {
+  const torch::Tensor shape = torch::empty(sizes, on_cpu(options));
+  return at::bernoulli(shape, p, generator).to(options.device());
+}
+
+torch::Tensor categorical(const torch::Tensor& probabilities, const at::Generator& generator) {
+  return at::multinomial(probabilities.to(torch::kCPU), 1, false, generator)
+      .squeeze(1)
+      .to(probabilities.device());
+}
+
+}  // namespace structdiff::random
