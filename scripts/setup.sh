@@ -9,7 +9,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   libtorch-dev libopenblas0-openmp
   libcli11-dev nlohmann-json3-dev libstb-dev zlib1g-dev libssl-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev
   dataset-fashion-mnist bible-kjv python3-matplotlib
   python3-torch python3-pytest
 )

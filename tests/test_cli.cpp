@@ -648,6 +648,34 @@ TEST(Cli, InterruptedAndResumedTrainingEqualsAnUninterruptedRun) {
   }
 }
 
+// --world-size 2 trains on two local ranks; one process resumes from their checkpoint.
+TEST(Cli, DataParallelRanksTrainAndOneProcessResumes) {
+  const std::string checkpoint = temp_path("ranks.ckpt"), out = temp_path("ranks.pt");
+  const std::string common = "sudoku train --size 4 --dim 16 --blocks 1 --heads 2 "
+                             "--validate-every 0 --checkpoint " + checkpoint + " --out " + out;
+  const std::string train = common + " --batch 8";
+  Result r = run("--world-size 2 --threads 1 " + train + " --train-steps 20");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "1 threads, 2 ranks")) << r.output;
+  EXPECT_TRUE(contains(r.output, "to step 20")) << r.output;
+  EXPECT_EQ(contains(r.output.substr(r.output.find('\n') + 1), "training a GSDM"), false)
+      << "one banner, from rank 0: " << r.output;
+  r = run("--threads 1 " + train + " --train-steps 30 --resume");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "trained 10 steps")) << r.output;
+  struct Case {
+    std::string args, message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--world-size 2 gsdm eval --model " + out, "'gsdm eval' runs on one process"},
+           {"--world-size 0 " + train, "--world-size: Value 0 not in range 1 to 64"},
+           {"--world-size 2 " + common + " --batch 7", "--batch 7 does not split evenly over 2 ranks"}}) {
+    r = run(c.args);
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_TRUE(contains(r.output, c.message)) << c.args << ": " << r.output;
+  }
+}
+
 TEST(Cli, SizesBeyondTheMachineAreRefusedBeforeAllocating) {
   struct Case {
     std::string args, message;

@@ -34,6 +34,10 @@ torch::Tensor to_image_space(const torch::Tensor& x);
 // Per-pixel mean squared error of the predicted noise, for a batch of images in [-1, 1]; t and
 // the noise, and the dropout masks, come from `generator`.
 torch::Tensor training_loss(Model& model, const torch::Tensor& x0, at::Generator generator);
+// The same loss over rows [begin, end) of the batch only (one rank's share), with t and the noise
+// the whole batch draws.
+torch::Tensor training_loss(Model& model, const torch::Tensor& x0, at::Generator generator,
+                            int64_t begin, int64_t end);
 
 // A fixed held-out batch: steps spread evenly over [0, T) and noise drawn once from `seed`, so
 // losses under different weights compare, and computing one draws nothing from the global

@@ -22,6 +22,8 @@
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/archive.h>
 
+#include "structdiff/ranks.h"
+
 namespace structdiff::train {
 
 // Exponential moving average of a module's parameters (buffers are copied as they are).
@@ -189,6 +191,10 @@ struct LoopOptions {
   bool resume = false;           // continue from checkpoint_path if it exists
   bool show_progress = true;
   std::string progress_label = "train";
+  // Data-parallel training: this process's rank among several (null: one process). Rank 0 writes
+  // checkpoints, the log and the progress bar; every rank draws the same batches and trains on its
+  // shard (LoopTask::shard_loss), gradients averaged over the ranks.
+  std::shared_ptr<Ranks> ranks;
 };
 // Throws std::invalid_argument naming the command-line option (--clip, --lr, ...), the accepted
 // range and the value, for options a run cannot use (e.g. --clip 0 would freeze training).
@@ -213,6 +219,12 @@ struct LoopTask {
   // steps and noise from `noise`. The loop owns both generators and saves them in checkpoints.
   // Epoch-based tasks find their place in the epoch from `step` (see epoch_order).
   std::function<torch::Tensor(int64_t step, std::mt19937_64& data, at::Generator& noise)> loss;
+  // On several ranks, instead of `loss`: the mean loss of this rank's rows of the batch `loss`
+  // would draw, drawn alike (the whole batch, the same streams) so that the ranks together train
+  // on what one process would. Tasks without it train on one process only.
+  std::function<torch::Tensor(int64_t step, std::mt19937_64& data, at::Generator& noise,
+                              Shard shard)>
+      shard_loss;
   // Metrics of ema_model (already in eval mode); may be empty.
   std::function<nlohmann::json()> validate;
   // Optional early stopping: given each validation's metrics, whether the run ends at that step.
@@ -235,6 +247,7 @@ struct LoopResult {
   int64_t steps_this_run = 0;  // steps taken by this call (after the resumed step)
   double seconds = 0;      // this run's wall-clock time
   double final_loss = 0;   // mean loss over the last 100 steps
+  double communication_seconds = 0;  // in collectives with the other ranks (data-parallel runs)
 };
 
 // AdamW (decay on matrices only) with gradient clipping, EMA, progress bar, JSONL log (loss,

@@ -123,6 +123,13 @@ def sparse_attention(q, k, v, pattern, scale=None):
     scale: the logits' factor, 1/sqrt(dim) by default. Differentiable in q, k and v."""
     if not isinstance(pattern, Pattern):
         raise TypeError("pattern must be a structdiff.Pattern")
+    for name, tensor in (("k", k), ("v", v), ("pattern row_offsets", pattern.row_offsets),
+                         ("pattern col_indices", pattern.col_indices)):
+        if tensor.device != q.device:
+            raise ValueError(f"{name} is on {tensor.device} but the inputs are on {q.device}")
+    if q.device.type != "cpu":
+        raise ValueError(f"structdiff's operators run on the CPU so far, not {q.device} "
+                         "(the CUDA kernel is the C++ library's)")
     if q.dim() == 4 and k.dim() == 4 and (q.shape[2], k.shape[2]) != (pattern.num_queries, pattern.num_keys):
         raise ValueError(f"pattern is {pattern.num_queries}x{pattern.num_keys} but the inputs have "
                          f"{q.shape[2]} queries and {k.shape[2]} keys")

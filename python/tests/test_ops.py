@@ -122,6 +122,11 @@ def test_bad_input_raises_with_a_clear_message():
             q, k, v, structdiff.Pattern(p.row_offsets.flip(1), p.col_indices, 5)), "start at"),
         (lambda: structdiff.sparse_attention(
             q, k, v, structdiff.Pattern(p.row_offsets.int(), p.col_indices, 5)), "must be an int64 tensor"),
+        (lambda: structdiff.sparse_attention(
+            q, k, v, structdiff.Pattern(p.row_offsets.to("meta"), p.col_indices, 5)),
+         "pattern row_offsets is on meta but the inputs are on cpu"),
+        (lambda: structdiff.sparse_attention(q.to("meta"), k.to("meta"), v.to("meta"), p.to("meta")),
+         "structdiff's operators run on the CPU so far, not meta"),
         (lambda: structdiff.Pattern.from_edges(3, [(0, 5)]), "edge 0 (0, 5) has an endpoint outside [0, 3)"),
         (lambda: structdiff.Pattern.from_graph_spec({"arrays": [{"nmae": "x", "shape": [2]}]}), "nmae"),
         (lambda: structdiff.Pattern.of_problem("sudoku", [10]), "a square of 2..5"),

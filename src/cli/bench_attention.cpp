@@ -10,6 +10,7 @@
 #include <map>
 #include <stdexcept>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
@@ -18,6 +19,7 @@
 #include "structdiff/attention.h"
 #include "structdiff/device.h"
 #include "structdiff/mechanism_registry.h"
+#include "structdiff/random.h"
 #include "structdiff/runtime.h"
 
 namespace structdiff::cli {
@@ -112,13 +114,14 @@ Measurement measure(const AttentionWorkload& w, const MechanismInfo& mechanism,
     return result.restricted ? &batch : nullptr;
   };
 
-  DefaultGeneratorGuard seeded(seed);  // the bench's weights and inputs
+  const at::Generator inputs = at::make_generator<at::CPUGeneratorImpl>(seed);
   auto options_t = torch::TensorOptions().dtype(dtype).device(device);
   auto make = [&] {
-    return torch::randn({w.batch, w.heads, tokens, w.head_dim}, options_t).requires_grad_(true);
+    return random::normal({w.batch, w.heads, tokens, w.head_dim}, inputs, options_t)
+        .requires_grad_(true);
   };
   torch::Tensor q = make(), k = make(), v = make();
-  torch::Tensor cotangent = torch::randn({w.batch, w.heads, tokens, w.head_dim}, options_t);
+  torch::Tensor cotangent = random::normal({w.batch, w.heads, tokens, w.head_dim}, inputs, options_t);
 
   auto step = [&] {
     for (auto* t : {&q, &k, &v}) t->mutable_grad() = torch::Tensor();

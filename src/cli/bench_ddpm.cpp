@@ -12,6 +12,7 @@
 
 #include "cli/command.h"
 #include "structdiff/ddpm.h"
+#include "structdiff/random.h"
 #include "structdiff/runtime.h"
 #include "structdiff/train.h"
 
@@ -59,12 +60,15 @@ struct Measurement {
 // the whole run; it is reached in the first step, which allocates the optimizer's state.
 Measurement measure(const unet::UNetConfig& config, int64_t batch, const BenchDdpmOptions& o,
                     uint64_t seed) {
-  DefaultGeneratorGuard seeded(seed);  // the bench's weights and inputs
   const nlohmann::json metadata = ddpm::model_metadata(config, ddpm::default_schedule());
-  ddpm::Model model = ddpm::build_model(metadata);
-  ddpm::Model averaged = ddpm::build_model(metadata);
-  const torch::Tensor images =
-      ddpm::to_model_space(torch::rand({batch, config.image_channels, config.image_size, config.image_size}));
+  const auto build = [&] {
+    DefaultGeneratorGuard seeded(seed);  // the bench's initial weights
+    return ddpm::build_model(metadata);
+  };
+  ddpm::Model model = build(), averaged = build();
+  const torch::Tensor images = ddpm::to_model_space(
+      random::uniform({batch, config.image_channels, config.image_size, config.image_size},
+                      at::make_generator<at::CPUGeneratorImpl>(seed), torch::kFloat));
   std::vector<double> step_ms;
   double measured_seconds = 0;
   train::LoopTask task;

@@ -7,11 +7,13 @@
 #include <string>
 #include <vector>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "cli/command.h"
 #include "structdiff/difformer.h"
+#include "structdiff/random.h"
 #include "structdiff/runtime.h"
 
 namespace structdiff::cli {
@@ -39,13 +41,15 @@ struct Measurement {
 
 Measurement measure(const std::string& kernel, int64_t nodes, const BenchDifformerOptions& o,
                     uint64_t seed) {
-  DefaultGeneratorGuard seeded(seed);  // the bench's weights and inputs
+  DefaultGeneratorGuard seeded(seed);  // the bench's initial weights
   difformer::ConvOptions conv_options;
   conv_options.dim = o.dim;
   conv_options.diffusivity =
       kernel == "simple" ? difformer::Diffusivity::simple : difformer::Diffusivity::sigmoid;
   difformer::DIFFormerConv conv(conv_options);
-  torch::Tensor z = torch::randn({nodes, o.dim}).requires_grad_(true);
+  torch::Tensor z =
+      random::normal({nodes, o.dim}, at::make_generator<at::CPUGeneratorImpl>(seed), torch::kFloat)
+          .requires_grad_(true);
   std::vector<torch::Tensor> leaves = conv->parameters();
   leaves.push_back(z);
   auto step = [&] {

@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include "cli/command.h"
+#include "structdiff/random.h"
 #include "structdiff/runtime.h"
 #include "structdiff/tracformer_training.h"
 
@@ -52,7 +53,7 @@ Config base_config(const BenchTracformerOptions& o) {
 }
 
 // Forward and backward of the L encoder blocks over prefix patterns, as the model runs them.
-void bench_encoder(const BenchTracformerOptions& o, nlohmann::json& rows) {
+void bench_encoder(const BenchTracformerOptions& o, uint64_t seed, nlohmann::json& rows) {
   std::printf("encoder forward + backward, %ld layers, d %ld, %ld heads, N_max %ld, batch 1\n",
               static_cast<long>(o.layers), static_cast<long>(o.d_model), static_cast<long>(o.heads),
               static_cast<long>(o.n_max));
@@ -69,7 +70,8 @@ void bench_encoder(const BenchTracformerOptions& o, nlohmann::json& rows) {
         patterns.emplace_back(
             patterns::tracformer_encoder(T, l, o.n_max, patterns::Direction::prefix));
       }
-      const torch::Tensor input = torch::randn({1, T, o.d_model});
+      const torch::Tensor input = random::normal(
+          {1, T, o.d_model}, at::make_generator<at::CPUGeneratorImpl>(seed), torch::kFloat);
       const double ms = median_ms(
           [&] {
             BlockImpl::Context context;
@@ -103,7 +105,8 @@ void bench_encoder(const BenchTracformerOptions& o, nlohmann::json& rows) {
 void bench_train(const BenchTracformerOptions& o, uint64_t seed, nlohmann::json& rows) {
   std::printf("training, T %ld, batch %ld, spans (ratio 0.5, mean 16)\n",
               static_cast<long>(o.block_size), static_cast<long>(o.batch));
-  const torch::Tensor text = torch::randint(62, {200000}, torch::kLong);
+  const torch::Tensor text =
+      random::integers(0, 62, {200000}, at::make_generator<at::CPUGeneratorImpl>(seed), torch::kLong);
   for (const std::string& name : o.architectures) {
     Config config = base_config(o);
     config.architecture = parse_architecture(name);
@@ -148,7 +151,9 @@ void bench_sample(const BenchTracformerOptions& o, uint64_t seed, nlohmann::json
   std::printf("CAR sampling, T %ld, middle half hidden, %ld sequences at once\n",
               static_cast<long>(T), static_cast<long>(o.sample_sequences));
   Tracformer model(base_config(o));
-  const torch::Tensor tokens = torch::randint(62, {o.sample_sequences, T}, torch::kLong);
+  const torch::Tensor tokens = random::integers(0, 62, {o.sample_sequences, T},
+                                                at::make_generator<at::CPUGeneratorImpl>(seed),
+                                                torch::kLong);
   torch::Tensor given = torch::ones({o.sample_sequences, T}, torch::kBool);
   given.narrow(1, T / 4, T / 2).fill_(false);
   double cached_ms = 0;
@@ -175,11 +180,11 @@ void bench_sample(const BenchTracformerOptions& o, uint64_t seed, nlohmann::json
 }
 
 void run(const BenchTracformerOptions& o, const GlobalOptions& global) {
-  DefaultGeneratorGuard seeded(global.seed);  // the bench's weights and inputs
+  DefaultGeneratorGuard seeded(global.seed);  // the bench's initial weights
   nlohmann::json rows = nlohmann::json::array();
   std::printf("structdiff bench tracformer: %d threads\n", global.threads);
   for (const std::string& part : o.parts) {
-    if (part == "encoder") bench_encoder(o, rows);
+    if (part == "encoder") bench_encoder(o, global.seed, rows);
     if (part == "train") bench_train(o, global.seed, rows);
     if (part == "sample") bench_sample(o, global.seed, rows);
   }

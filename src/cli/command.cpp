@@ -15,10 +15,16 @@
 namespace structdiff::cli {
 
 void print_training_summary(const train::LoopResult& result, const std::string& model_path) {
-  std::printf("trained %ld steps in %.1f s (%.3f s/step) to step %ld; final loss %.4f; wrote %s\n",
+  char communication[64] = "";
+  if (result.communication_seconds > 0) {
+    std::snprintf(communication, sizeof communication, ", %.1f %% of it with the other ranks",
+                  100.0 * result.communication_seconds / std::max(result.seconds, 1e-9));
+  }
+  std::printf("trained %ld steps in %.1f s (%.3f s/step%s) to step %ld; final loss %.4f; wrote %s\n",
               static_cast<long>(result.steps_this_run), result.seconds,
               result.seconds / static_cast<double>(std::max<int64_t>(1, result.steps_this_run)),
-              static_cast<long>(result.steps_done), result.final_loss, model_path.c_str());
+              communication, static_cast<long>(result.steps_done), result.final_loss,
+              model_path.c_str());
 }
 
 void add_training_loop_options(CLI::App& command, train::LoopOptions& options) {

@@ -16,6 +16,7 @@ struct GlobalOptions {
   int threads = 0;  // set from default_threads() in main
   uint64_t seed = 0;
   torch::Device device = torch::kCPU;  // --device
+  std::shared_ptr<train::Ranks> ranks;  // data-parallel ranks (--world-size, torchrun); null: one
 };
 
 // For commands whose models run on the CPU only so far: throws std::invalid_argument naming the

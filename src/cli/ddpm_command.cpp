@@ -86,13 +86,21 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
       ddpm::make_held_out_batch(model, test_set.images.narrow(0, 0, held_out_count), /*seed=*/0);
   int64_t parameters = 0;
   for (const auto& p : model.net->parameters()) parameters += p.numel();
-  std::fprintf(stderr,
-               "training a DDPM on %s (%ld images): %ld parameters, %s attention (bottleneck %s), "
-               "%d threads\n",
-               c.dataset.c_str(), static_cast<long>(train_set.images.size(0)), static_cast<long>(parameters),
-               c.attention.c_str(), c.bottleneck_attention.c_str(), global.threads);
+  const bool root = !global.ranks || global.ranks->is_root();
+  if (root) {
+    std::fprintf(stderr,
+                 "training a DDPM on %s (%ld images): %ld parameters, %s attention (bottleneck "
+                 "%s), %d threads%s\n",
+                 c.dataset.c_str(), static_cast<long>(train_set.images.size(0)),
+                 static_cast<long>(parameters), c.attention.c_str(), c.bottleneck_attention.c_str(),
+                 global.threads,
+                 global.ranks ? (", " + std::to_string(global.ranks->size()) + " ranks").c_str() : "");
+  }
+  ddpm::TrainingOptions training = c.training;
+  training.ranks = global.ranks;
   const train::LoopResult result =
-      ddpm::train(model, averaged, train_set.images, c.training, global.seed, &held_out);
+      ddpm::train(model, averaged, train_set.images, training, global.seed, &held_out);
+  if (!root) return;  // rank 0 writes for the run
   averaged.metadata["trained_steps"] = result.steps_done;
   ddpm::save_model(c.out, averaged);
   print_training_summary(result, c.out);

@@ -174,6 +174,8 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
   if (!given(2)) config.heads = problem.config.heads;
   if (!given(3)) config.embedding = problem.config.embedding;
   gsdm::TrainingOptions training = c.training;
+  training.ranks = global.ranks;
+  const bool root = !global.ranks || global.ranks->is_root();
   if (c.learning_rate_option->count() == 0) training.learning_rate = problem.learning_rate;
   if (c.batch_option->count() == 0) training.batch = problem.batch;
 
@@ -226,17 +228,22 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
                                 : gsdm::size_text(options.size_low) + ".." +
                                       gsdm::size_text(options.size_high) +
                                       " per batch, validated at " + gsdm::size_text(options.size);
-  std::fprintf(stderr,
-               "training a GSDM for %s (size %s%s%s): %ld variables, %ld mask entries, %ld "
-               "parameters, %s attention, on %s, %d threads\n",
-               problem.name.c_str(), sizes.c_str(),
-               options.variant.empty() ? "" : (", " + options.variant).c_str(),
-               options.intermediates ? "" : ", no intermediates",
-               static_cast<long>(trained.graph.num_nodes()), static_cast<long>(mask.num_entries()),
-               static_cast<long>(parameters), c.model.attention.c_str(),
-               global.device.str().c_str(), global.threads);
+  const std::string ranks =
+      global.ranks ? ", " + std::to_string(global.ranks->size()) + " ranks" : std::string();
+  if (root) {
+    std::fprintf(stderr,
+                 "training a GSDM for %s (size %s%s%s): %ld variables, %ld mask entries, %ld "
+                 "parameters, %s attention, on %s, %d threads%s\n",
+                 problem.name.c_str(), sizes.c_str(),
+                 options.variant.empty() ? "" : (", " + options.variant).c_str(),
+                 options.intermediates ? "" : ", no intermediates",
+                 static_cast<long>(trained.graph.num_nodes()), static_cast<long>(mask.num_entries()),
+                 static_cast<long>(parameters), c.model.attention.c_str(),
+                 global.device.str().c_str(), global.threads, ranks.c_str());
+  }
   const gsdm::TrainingResult result = gsdm::train(trained.model, averaged.model, trained.schedule,
                                                   task, training, global.seed);
+  if (!root) return;  // rank 0 writes for the run
   averaged.metadata["trained_steps"] = result.steps_done;
   gsdm::save_problem_model(c.out, averaged);
   print_training_summary(result, c.out);

@@ -1,4 +1,15 @@
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <stdexcept>
@@ -14,6 +25,7 @@
 
 #include "cli/command.h"
 #include "structdiff/device.h"
+#include "structdiff/ranks.h"
 #include "structdiff/runtime.h"
 #include "structdiff/train.h"
 #include "util/text.h"
@@ -77,6 +89,87 @@ std::string command_line(int argc, char** argv) {
   return line;
 }
 
+// The ranks a --world-size run starts, for the signal handler to pass a SIGTERM on to.
+std::vector<pid_t> g_ranks;
+
+extern "C" void forward_termination(int) {
+  for (const pid_t pid : g_ranks) ::kill(pid, SIGTERM);
+}
+
+// A TCP port on the loopback no one listens on now (the kernel's choice), for the rendezvous.
+int free_loopback_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error("no free TCP port on 127.0.0.1 for the ranks to meet");
+  }
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+// --world-size N: the same command line (without --world-size) as N processes, ranks 0..N-1
+// meeting on the loopback through the environment torchrun would set. Waits for all; when one
+// fails the others are stopped, and its exit code is the run's. Ctrl-C reaches every rank (one
+// process group): they checkpoint and stop, and this process reports what they did.
+int launch_local_ranks(int argc, char** argv, int world_size) {
+  std::vector<std::string> arguments;
+  for (int i = 0; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--world-size") {
+      ++i;
+    } else if (word.rfind("--world-size=", 0) != 0) {
+      arguments.push_back(word);
+    }
+  }
+  std::vector<char*> child_argv;
+  for (std::string& word : arguments) child_argv.push_back(word.data());
+  child_argv.push_back(nullptr);
+  const std::string port = std::to_string(free_loopback_port());
+  for (int rank = 0; rank < world_size; ++rank) {
+    const pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error("cannot start rank " + std::to_string(rank));
+    if (pid == 0) {
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", port.c_str(), 1);
+      ::setenv("RANK", std::to_string(rank).c_str(), 1);
+      ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(world_size).c_str(), 1);
+      ::execv("/proc/self/exe", child_argv.data());
+      std::perror("structdiff: cannot start a rank");
+      std::_Exit(127);
+    }
+    g_ranks.push_back(pid);
+  }
+  std::signal(SIGINT, SIG_IGN);
+  std::signal(SIGTERM, forward_termination);
+  int exit_code = 0, running = world_size;
+  while (running > 0) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    --running;
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (code != 0 && exit_code == 0) {
+      exit_code = code;
+      const auto rank = std::find(g_ranks.begin(), g_ranks.end(), pid) - g_ranks.begin();
+      std::cerr << "structdiff: rank " << rank << " of " << world_size << " ended with exit code "
+                << code << (running > 0 ? "; stopping the others" : "") << "\n";
+      for (const pid_t other : g_ranks) {
+        if (other != pid) ::kill(other, SIGTERM);
+      }
+    }
+  }
+  return exit_code;
+}
+
 // One invocation: parses the command line and, unless `check_only` or --dry-run, runs it.
 // Returns the exit code.
 int run_command_line(int argc, char** argv, bool check_only) {
@@ -111,6 +204,18 @@ int run_command_line(int argc, char** argv, bool check_only) {
           return e.what();
         }
       })
+      ->capture_default_str();
+  int world_size = 1;
+  app.add_option("--world-size", world_size,
+                 "Train data-parallel on N local ranks (processes) over PyTorch's distributed "
+                 "engine; several machines: set MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE as "
+                 "torchrun does")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  double rank_timeout = 120;
+  app.add_option("--rank-timeout", rank_timeout,
+                 "Seconds a rank waits for the others before it stops with an error")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   bool dry_run = false;
   app.add_flag("--dry-run", dry_run,
@@ -155,8 +260,33 @@ int run_command_line(int argc, char** argv, bool check_only) {
     return 2;
   }
   global.device = parse_device(device);
+  const bool launched_rank = std::getenv("WORLD_SIZE") != nullptr;
+  if (world_size > 1 || launched_rank) {
+    std::string command;
+    for (const CLI::App* level : selected_chain(app)) {
+      if (level != &app) command += (command.empty() ? "" : " ") + level->get_name();
+    }
+    if (command != "gsdm train" && command != "sudoku train" && command != "ddpm train") {
+      std::cerr << "structdiff: error: '" << command << "' runs on one process; data-parallel "
+                << "ranks train with gsdm train, sudoku train and ddpm train (run with --help for "
+                   "usage)\n";
+      return 2;
+    }
+    if (world_size > 1 && launched_rank) {
+      std::cerr << "structdiff: error: --world-size starts local ranks itself; with WORLD_SIZE "
+                   "set (torchrun) leave it out (run with --help for usage)\n";
+      return 2;
+    }
+  }
   if (dry_run || check_only) return 0;
+  if (world_size > 1) return launch_local_ranks(argc, argv, world_size);
   try {
+    global.ranks = train::Ranks::from_environment(
+        std::chrono::milliseconds(static_cast<int64_t>(rank_timeout * 1000)));
+    // Rank 0 speaks for the run; the others' output would repeat it line for line.
+    if (global.ranks && !global.ranks->is_root() && std::freopen("/dev/null", "w", stdout) == nullptr) {
+      throw std::runtime_error("cannot silence rank " + std::to_string(global.ranks->rank()));
+    }
     set_threads(global.threads);
     train::set_run_description(command_line(argc, argv), global.seed);
     action();

@@ -42,8 +42,22 @@ torch::Tensor to_model_space(const torch::Tensor& images) { return images * 2.0 
 torch::Tensor to_image_space(const torch::Tensor& x) { return ((x + 1.0) * 0.5).clamp(0.0, 1.0); }
 
 torch::Tensor training_loss(Model& model, const torch::Tensor& x0, at::Generator generator) {
-  const diffusion::TrainingExample example =
-      diffusion::make_training_example(model.schedule, x0, /*antithetic=*/false, generator);
+  return training_loss(model, x0, std::move(generator), 0, x0.size(0));
+}
+
+torch::Tensor training_loss(Model& model, const torch::Tensor& x0_in, at::Generator generator,
+                            int64_t begin, int64_t end) {
+  if (begin < 0 || end <= begin || end > x0_in.size(0)) {
+    throw std::invalid_argument("training_loss: rows " + std::to_string(begin) + ".." +
+                                std::to_string(end) + " of a batch of " +
+                                std::to_string(x0_in.size(0)));
+  }
+  // t and the noise of the whole batch, so that each row gets what it gets in a whole-batch step.
+  const diffusion::TrainingExample whole =
+      diffusion::make_training_example(model.schedule, x0_in, /*antithetic=*/false, generator);
+  const auto rows = [&](const torch::Tensor& t) { return t.narrow(0, begin, end - begin); };
+  const diffusion::TrainingExample example{rows(whole.x_t), rows(whole.t), rows(whole.noise)};
+  const torch::Tensor x0 = rows(x0_in);
   const torch::Tensor output = model.net(example.x_t, example.t, &generator);
   // diffusion_loss sums over each image; per pixel keeps the scale independent of image size.
   const double pixels = static_cast<double>(x0[0].numel());
@@ -151,12 +165,28 @@ train::LoopResult train(Model& model, Model& averaged, const torch::Tensor& imag
   task.model = model.net.ptr().get();
   task.ema_model = averaged.net.ptr().get();
   task.metadata = model.metadata;
-  task.loss = [&](int64_t, std::mt19937_64& rng, at::Generator& noise) {
+  auto draw_batch = [&](std::mt19937_64& rng) {
     std::uniform_int_distribution<int64_t> pick(0, count - 1);
     std::vector<int64_t> indices(options.batch);
     for (int64_t& index : indices) index = pick(rng);
-    return training_loss(model, data.index_select(0, torch::tensor(indices)), noise);
+    return data.index_select(0, torch::tensor(indices));
   };
+  task.loss = [&](int64_t, std::mt19937_64& rng, at::Generator& noise) {
+    return training_loss(model, draw_batch(rng), noise);
+  };
+  if (options.ranks && options.ranks->size() > 1) {
+    if (options.batch % options.ranks->size() != 0) {
+      throw std::invalid_argument("--batch " + std::to_string(options.batch) +
+                                  " does not split evenly over " +
+                                  std::to_string(options.ranks->size()) + " ranks");
+    }
+    // Dropout masks are drawn for the rank's rows: with dropout the ranks train on other masks
+    // than one process would (without it, on the same numbers).
+    task.shard_loss = [&](int64_t, std::mt19937_64& rng, at::Generator& noise, train::Shard shard) {
+      return training_loss(model, draw_batch(rng), noise, shard.begin(options.batch),
+                           shard.end(options.batch));
+    };
+  }
   if (held_out != nullptr) {
     task.validate = [&averaged, held_out] {
       return nlohmann::json{{"valid_loss", held_out_loss(averaged, *held_out)}};

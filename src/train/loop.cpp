@@ -179,6 +179,14 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
     throw std::invalid_argument("run_training needs a model, an EMA model and a loss");
   }
   check_loop_options(options);
+  // On several ranks every decision below is taken alike on all of them (see `agree`), so that no
+  // rank waits for others that have stopped; rank 0 alone writes.
+  Ranks* const ranks = options.ranks && options.ranks->size() > 1 ? options.ranks.get() : nullptr;
+  const bool root = ranks == nullptr || ranks->is_root();
+  if (ranks != nullptr && !task.shard_loss) {
+    throw std::invalid_argument("this model trains on one process only so far, not on " +
+                                std::to_string(ranks->size()) + " ranks");
+  }
   using Clock = std::chrono::steady_clock;
   torch::nn::Module& model = *task.model;
   torch::optim::AdamW optimizer = make_optimizer(model, options);
@@ -188,7 +196,7 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
   int64_t step = 0;
 
   auto save = [&] {
-    if (options.checkpoint_path.empty()) return;
+    if (options.checkpoint_path.empty() || !root) return;
     nlohmann::json metadata = task.metadata;
     metadata["data_rng"] = rng_state(rng);
     CheckpointParts parts{&model, &optimizer, &ema, &noise, task.state, step, metadata};
@@ -206,18 +214,26 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
     restore_rng(rng, parts.metadata.at("data_rng").get<std::string>());
   }
 
+  if (ranks != nullptr) {
+    // The same initial (or resumed) weights everywhere, whatever each rank built.
+    std::vector<torch::Tensor> state = model.parameters();
+    for (const torch::Tensor& buffer : model.buffers()) state.push_back(buffer);
+    ranks->broadcast(state);
+  }
+
   std::optional<JsonlLog> log;
-  if (!options.log_path.empty()) {
+  if (!options.log_path.empty() && root) {
     if (resuming) truncate_log_after_step(options.log_path, step);
     log.emplace(options.log_path, /*append=*/resuming);
   }
   std::optional<ProgressBar> bar;
-  if (options.show_progress) {
+  if (options.show_progress && root) {
     bar.emplace(options.progress_label, options.steps, step);
     if (options.max_seconds > 0) bar->set_time_limit(options.max_seconds);
   }
 
   const SignalCatcher signals;
+  double communication = 0;
   std::deque<double> recent;
   std::map<std::string, double> shown;  // the bar's values: the loss, the last validation's numbers
   const int64_t first_step = step;
@@ -245,10 +261,25 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
       static_cast<torch::optim::AdamWOptions&>(group.options()).lr(rate);
     }
     optimizer.zero_grad();
-    torch::Tensor loss = task.loss(step, rng, noise);
-    const double value = loss.item<double>();
-    stop_unless_finite("loss", value);
+    torch::Tensor loss = ranks == nullptr
+                             ? task.loss(step, rng, noise)
+                             : task.shard_loss(step, rng, noise, Shard{ranks->rank(), ranks->size()});
+    double value = loss.item<double>();
+    if (ranks == nullptr) stop_unless_finite("loss", value);
     loss.backward();
+    if (ranks != nullptr) {
+      // The shards' mean losses and gradients, averaged: the whole batch's (a non-finite one on any
+      // rank makes both non-finite everywhere, so all stop together).
+      std::vector<torch::Tensor> gradients;
+      for (const torch::Tensor& parameter : model.parameters()) {
+        if (parameter.grad().defined()) gradients.push_back(parameter.grad());
+      }
+      const auto communication_started = Clock::now();
+      ranks->average(gradients);
+      value = ranks->sum({value})[0] / ranks->size();
+      communication += std::chrono::duration<double>(Clock::now() - communication_started).count();
+      stop_unless_finite("loss", value);
+    }
     const double grad_norm = torch::nn::utils::clip_grad_norm_(model.parameters(), options.clip_norm);
     stop_unless_finite("gradient norm", grad_norm);
     optimizer.step();
@@ -266,7 +297,7 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
       log->write({{"step", step}, {"loss", value}, {"grad_norm", grad_norm}, {"lr", rate},
                   {"seconds", elapsed()}});
     }
-    if (options.validate_every > 0 && step % options.validate_every == 0 && task.validate) {
+    if (options.validate_every > 0 && step % options.validate_every == 0 && task.validate && root) {
       copy_ema();
       nlohmann::json metrics = task.validate();
       model.train();
@@ -282,7 +313,20 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
       save();
       saved_step = step;
     }
-    if (const int signal_number = signals.pending(); signal_number != 0) {
+    bool out_of_time = options.max_seconds > 0 && elapsed() >= options.max_seconds;
+    int signal_number = signals.pending();
+    if (ranks != nullptr) {
+      // One vote per rank: a signal on any rank, or rank 0's validation or clock, stops them all.
+      const auto communication_started = Clock::now();
+      const std::vector<double> votes =
+          ranks->sum({signal_number == SIGINT ? 1.0 : 0.0, signal_number == SIGTERM ? 1.0 : 0.0,
+                      keep_going ? 0.0 : 1.0, root && out_of_time ? 1.0 : 0.0});
+      signal_number = votes[0] > 0 ? SIGINT : votes[1] > 0 ? SIGTERM : 0;
+      keep_going = votes[2] == 0;
+      out_of_time = votes[3] > 0;
+      communication += std::chrono::duration<double>(Clock::now() - communication_started).count();
+    }
+    if (signal_number != 0) {
       if (bar) bar->finish();
       save();
       const std::string name = signal_number == SIGINT ? "SIGINT" : "SIGTERM";
@@ -292,8 +336,7 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
                                      : "the checkpoint " + options.checkpoint_path + " holds it (continue with --resume)"),
                             128 + signal_number);
     }
-    if (options.max_seconds > 0 && elapsed() >= options.max_seconds) break;
-    if (!keep_going) break;
+    if (out_of_time || !keep_going) break;
   }
   if (bar) bar->finish();
   save();
@@ -302,6 +345,7 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
   result.steps_done = step;
   result.steps_this_run = step - first_step;
   result.seconds = elapsed();
+  result.communication_seconds = communication;
   result.final_loss = recent.empty() ? 0.0
                                      : std::accumulate(recent.begin(), recent.end(), 0.0) /
                                            static_cast<double>(recent.size());
