@@ -4,6 +4,7 @@
 // PatternBatch cache under concurrent first use. On a machine with a GPU, the CUDA kernel against
 // the CPU kernel on the same cases (skipped, and reported so, without one).
 #include <atomic>
+#include <numeric>
 #include <thread>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include <torch/torch.h>
 
 #include "structdiff/attention.h"
+#include "structdiff/sparse_attention.h"
 #include "structdiff/sudoku_model.h"
 #include "support/gpu.h"
 #include "support/gradcheck.h"
@@ -56,6 +58,7 @@ std::vector<Case> cases() {
   all.push_back({"random", {patterns::random_per_row(40, 40, 7, 11)}, 2, 3, 16});
   all.push_back({"sudoku4x4", {sudoku_pattern(2)}, 2, 2, 8});
   all.push_back({"sudoku9x9", {sudoku_pattern(3)}, 1, 2, 32});
+  all.push_back({"sudoku16x16_dense_tiles", {sudoku_pattern(4)}, 2, 2, 16});
   all.push_back({"causal", {patterns::causal(33)}, 2, 2, 5, Scaling::none});
   all.push_back({"multiscope_prefix",
                  {patterns::tracformer_encoder(64, 5, 4, patterns::Direction::prefix)}, 1, 2, 64});
@@ -184,6 +187,107 @@ TEST(SparseAttention, FewSlicesUseRowParallelBackward) {
       [&](const Inputs& x) { return sparse_attention(x[0], x[1], x[2], batch, Scaling::none); },
       [&](const Inputs& x) { return dense_attention(x[0], x[1], x[2], Scaling::none, &batch); }, in);
   at::set_num_threads(saved_threads);
+}
+
+// Three disjoint cliques of 12 over 36 nodes, which the planner takes as dense tiles; a fourth
+// across them, too overlapped to pay (its 40 new entries stay in the neighbour lists); no
+// self-edges (each tile's diagonal is masked); and one directed entry, 0 -> 35.
+AttentionPattern cliques_with_leftovers() {
+  const auto range = [](int64_t first, int64_t count) {
+    std::vector<int64_t> members(count);
+    std::iota(members.begin(), members.end(), first);
+    return members;
+  };
+  std::vector<int64_t> overlapping = range(0, 10);
+  overlapping.insert(overlapping.end(), {12, 13});
+  const AttentionPattern base = patterns::from_cliques(
+      36, {range(0, 12), range(12, 12), range(24, 12), overlapping}, /*self_edges=*/false);
+  return patterns::unite({base, patterns::from_edges(36, {{0, 35}})});
+}
+
+// The tiles must not depend on the machine's thread count: enough slices for two threads, and
+// two threads whatever the machine has.
+class TwoThreads {
+ public:
+  TwoThreads() : saved_(at::get_num_threads()) { at::set_num_threads(2); }
+  ~TwoThreads() { at::set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+TEST(SparseAttentionTiles, CliquePatternsAreCoveredWhereTilesPay) {
+  // Sudoku's rows, columns and boxes are its cliques: from 16 x 16 on, every entry is in a tile.
+  for (int n : {4, 5}) {
+    PatternBatch batch(sudoku_pattern(n));
+    EXPECT_EQ(batch.tiled_entries(), batch.num_entries()) << "Sudoku " << n * n;
+    EXPECT_GT(batch.tile_index().numel(), 0);
+  }
+  // 9-member cliques fill too little of their padded blocks to beat the neighbour lists.
+  EXPECT_EQ(PatternBatch(sudoku_pattern(3)).tiled_entries(), 0);
+  EXPECT_EQ(PatternBatch(sudoku_pattern(3)).tile_index().numel(), 0);
+  const PatternBatch mixed(cliques_with_leftovers());
+  EXPECT_EQ(mixed.tiled_entries(), 3 * 12 * 11);
+  EXPECT_EQ(mixed.num_entries(), 3 * 12 * 11 + 40 + 1);
+  // No cliques, not square, or one pattern per element: no tiles.
+  EXPECT_EQ(PatternBatch(patterns::causal(40)).tiled_entries(), 0);
+  EXPECT_EQ(PatternBatch(patterns::full(20, 30)).tiled_entries(), 0);
+  EXPECT_EQ(PatternBatch({sudoku_pattern(4), sudoku_pattern(4)}).tiled_entries(), 0);
+}
+
+TEST(SparseAttentionTiles, TilesWithLeftoversMatchFiniteDifferencesAndTheNeighbourLists) {
+  const TwoThreads threads;
+  torch::manual_seed(21);
+  const PatternBatch batch(cliques_with_leftovers());
+  ASSERT_GT(batch.tiled_entries(), 0);
+  Inputs in = random_qkv(2, 2, 36, 36, 16);
+  const auto tiled = [&](const Inputs& x) {
+    return sparse_attention(x[0], x[1], x[2], batch, Scaling::inverse_sqrt_dim);
+  };
+  EXPECT_EQ(testing::check_gradients(tiled, in), "");
+  expect_same_function(tiled, [&](const Inputs& x) {
+    return dense_attention(x[0], x[1], x[2], Scaling::inverse_sqrt_dim, &batch);
+  }, in);
+  // The raw operator takes no tiles: the same numbers from the neighbour lists alone.
+  const double scale = scale_factor(Scaling::inverse_sqrt_dim, 16);
+  const torch::Tensor lists =
+      sparse_attention_forward(in[0], in[1], in[2], batch.row_offsets(), batch.col_indices(), scale)
+          .out;
+  EXPECT_TRUE(torch::allclose(tiled(in), lists, 1e-12, 1e-12));
+}
+
+TEST(SparseAttentionTiles, Float32TilesAreAsAccurateAsTheNeighbourLists) {
+  // float32 tiles take the vectorised exp and the blocked GEMM; the neighbour lists std::exp and
+  // dot products. Against float64, the tiles' error stays within twice the lists'.
+  const TwoThreads threads;
+  torch::manual_seed(22);
+  const PatternBatch batch(sudoku_pattern(5));
+  ASSERT_EQ(batch.tiled_entries(), batch.num_entries());
+  Inputs in = random_qkv(2, 2, 625, 625, 32);
+  for (auto& x : in) x.mul_(3).requires_grad_(true);  // peaked softmax rows
+  const double scale = scale_factor(Scaling::inverse_sqrt_dim, 32);
+  torch::Tensor exact = sparse_attention(in[0], in[1], in[2], batch, Scaling::inverse_sqrt_dim);
+  const torch::Tensor cotangent = torch::randn(exact.sizes(), torch::kDouble);
+  (exact * cotangent).sum().backward();
+  Inputs single;
+  for (const auto& x : in) single.push_back(x.detach().to(torch::kFloat).requires_grad_(true));
+  torch::Tensor tiled =
+      sparse_attention(single[0], single[1], single[2], batch, Scaling::inverse_sqrt_dim);
+  (tiled * cotangent.to(torch::kFloat)).sum().backward();
+  const SparseAttentionOutput lists = sparse_attention_forward(
+      single[0], single[1], single[2], batch.row_offsets(), batch.col_indices(), scale);
+  const SparseAttentionGradients list_grads = sparse_attention_backward(
+      cotangent.to(torch::kFloat), single[0], single[1], single[2], lists.out, lists.logsumexp,
+      batch.row_offsets(), batch.col_indices(), torch::Tensor(), torch::Tensor(), scale);
+  const auto error = [](const torch::Tensor& approx, const torch::Tensor& reference) {
+    return (approx.detach().to(torch::kDouble) - reference).abs().max().item<double>();
+  };
+  EXPECT_LT(error(tiled, exact), 2 * error(lists.out, exact) + 1e-7);
+  const torch::Tensor list_grad[3] = {list_grads.q, list_grads.k, list_grads.v};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_LT(error(single[i].grad(), in[i].grad()), 2 * error(list_grad[i], in[i].grad()) + 1e-7)
+        << "gradient " << i;
+  }
 }
 
 TEST(SparseAttentionCuda, Float32MatchesFloat64) {

@@ -22,8 +22,8 @@ enum class Scaling { inverse_sqrt_dim, none };
 double scale_factor(Scaling scaling, int64_t head_dim);
 
 // A pattern applied to a batch: one pattern shared by every batch element, or one per element.
-// Packs the CSR into tensors for the kernels and caches the dense mask, the padded gather index
-// and the transposed CSR on first use. Each form is built on the CPU and copied once to any other
+// Packs the CSR into tensors for the kernels and caches the dense mask, the padded gather index,
+// the transposed CSR and the clique tiles on first use. Each form is built on the CPU and copied once to any other
 // device asked for, so a pattern follows its inputs wherever they live. Copies share that cache,
 // and each entry is built once even when several threads ask for it at the same time.
 class PatternBatch {
@@ -49,6 +49,13 @@ class PatternBatch {
   // key_queries(), the query of each entry (ascending within a key).
   const torch::Tensor& key_offsets(torch::Device device = torch::kCPU) const;
   const torch::Tensor& key_queries(torch::Device device = torch::kCPU) const;
+  // For the CPU sparse kernel: a cover of one shared square pattern by dense clique tiles, packed
+  // as int64 (tile_index) and uint8 (tile_owned) tensors, empty when the pattern has no tiles
+  // worth computing densely (then the kernel walks neighbour lists). tiled_entries() counts the
+  // entries the tiles own.
+  const torch::Tensor& tile_index() const;
+  const torch::Tensor& tile_owned() const;
+  int64_t tiled_entries() const;
 
   // Throws std::invalid_argument unless the pattern fits these inputs.
   void check_compatible(const torch::Tensor& q, const torch::Tensor& k) const;
@@ -60,6 +67,7 @@ class PatternBatch {
   void build_dense_mask() const;
   void build_padded() const;
   void build_transposed() const;
+  void build_tiles() const;
   int64_t size_ = 0, num_queries_ = 0, num_keys_ = 0, max_degree_ = 0;
   torch::Tensor row_offsets_, col_indices_;
   std::shared_ptr<Cache> cache_;

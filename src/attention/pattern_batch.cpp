@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "attention/sparse_kernel.h"
 #include "structdiff/attention.h"
 #include "structdiff/sparse_attention.h"
 
@@ -28,8 +29,10 @@ enum class PatternBatch::Form {
 // threads): each cached form is built exactly once, and a thread asking while another builds it
 // waits for it.
 struct PatternBatch::Cache {
-  std::once_flag dense_mask_built, padded_built, transposed_built;
-  torch::Tensor dense_mask, padded_indices, padded_valid, key_offsets, key_queries;
+  std::once_flag dense_mask_built, padded_built, transposed_built, tiles_built;
+  torch::Tensor dense_mask, padded_indices, padded_valid, key_offsets, key_queries, tile_index,
+      tile_owned;
+  int64_t tiled_entries = 0;
   // Copies on other devices, keyed by (device type, index); std::map keeps references stable.
   std::mutex copies_mutex;
   std::map<std::pair<int, int>, std::array<torch::Tensor, static_cast<size_t>(Form::count)>>
@@ -151,6 +154,44 @@ const torch::Tensor& PatternBatch::key_offsets(torch::Device device) const {
 const torch::Tensor& PatternBatch::key_queries(torch::Device device) const {
   std::call_once(cache_->transposed_built, [this] { build_transposed(); });
   return on_device(cache_->key_queries, Form::key_queries, device);
+}
+
+// The planner's cost grows with the degree (each clique is grown over a row's neighbours); rows
+// this long are far from the clique sizes a tile holds anyway.
+constexpr int64_t kMaxDegreeForTiles = 4 * kernels::kMaxTileMembers;
+
+void PatternBatch::build_tiles() const {
+  cache_->tile_index = torch::empty({0}, torch::kLong);
+  cache_->tile_owned = torch::empty({0}, torch::kByte);
+  if (size_ != 1 || num_queries_ != num_keys_ || max_degree_ > kMaxDegreeForTiles) return;
+  const kernels::TilePlan plan = kernels::plan_clique_tiles(
+      num_queries_, row_offsets_.data_ptr<int64_t>(), col_indices_.data_ptr<int64_t>());
+  if (plan.num_tiles() == 0) return;
+  std::vector<int64_t> packed{plan.num_tiles()};
+  for (const auto* part : {&plan.tile_offsets, &plan.tile_nodes, &plan.mask_offsets,
+                           &plan.residual_offsets, &plan.residual_cols}) {
+    packed.insert(packed.end(), part->begin(), part->end());
+  }
+  cache_->tile_index = torch::tensor(packed, torch::kLong);
+  cache_->tile_owned = torch::from_blob(const_cast<uint8_t*>(plan.owned.data()),
+                                        {static_cast<int64_t>(plan.owned.size())}, torch::kByte)
+                           .clone();
+  cache_->tiled_entries = plan.tiled_entries;
+}
+
+const torch::Tensor& PatternBatch::tile_index() const {
+  std::call_once(cache_->tiles_built, [this] { build_tiles(); });
+  return cache_->tile_index;
+}
+
+const torch::Tensor& PatternBatch::tile_owned() const {
+  std::call_once(cache_->tiles_built, [this] { build_tiles(); });
+  return cache_->tile_owned;
+}
+
+int64_t PatternBatch::tiled_entries() const {
+  std::call_once(cache_->tiles_built, [this] { build_tiles(); });
+  return cache_->tiled_entries;
 }
 
 void PatternBatch::check_compatible(const torch::Tensor& q, const torch::Tensor& k) const {

@@ -16,9 +16,18 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// The CPU kernels' dense tiles, from PatternBatch's packed tensors (empty: none).
+kernels::TilePlanView view_tiles(const torch::Tensor& tile_index, const torch::Tensor& tile_owned,
+                                 int64_t num_queries) {
+  if (!tile_index.defined() || tile_index.numel() == 0) return {};
+  return kernels::view_packed_tiles(tile_index.data_ptr<int64_t>(),
+                                    tile_owned.data_ptr<uint8_t>(), num_queries);
+}
+
 kernels::SparseAttentionProblem describe(const torch::Tensor& q, const torch::Tensor& k,
                                          const torch::Tensor& v, const torch::Tensor& row_offsets,
-                                         const torch::Tensor& col_indices, double scale) {
+                                         const torch::Tensor& col_indices, double scale,
+                                         kernels::TilePlanView tiles) {
   kernels::SparseAttentionProblem problem;
   problem.batch = q.size(0);
   problem.heads = q.size(1);
@@ -34,6 +43,7 @@ kernels::SparseAttentionProblem describe(const torch::Tensor& q, const torch::Te
   problem.row_offsets = row_offsets.data_ptr<int64_t>();
   problem.col_indices = col_indices.data_ptr<int64_t>();
   problem.scale = scale;
+  problem.tiles = tiles;
   return problem;
 }
 
@@ -42,19 +52,77 @@ torch::Tensor with_contiguous_rows(const torch::Tensor& t) {
   return t.stride(3) == 1 ? t : t.contiguous();
 }
 
+SparseAttentionOutput forward_on_pattern(const torch::Tensor& q_in, const torch::Tensor& k_in,
+                                         const torch::Tensor& v_in,
+                                         const torch::Tensor& row_offsets,
+                                         const torch::Tensor& col_indices, double scale,
+                                         kernels::TilePlanView tiles) {
+  const torch::Tensor q = with_contiguous_rows(q_in), k = with_contiguous_rows(k_in),
+                      v = with_contiguous_rows(v_in);
+  SparseAttentionOutput result{torch::empty(q.sizes(), q.options()),
+                               torch::empty({q.size(0), q.size(1), q.size(2)}, q.options())};
+  const auto problem = describe(q, k, v, row_offsets, col_indices, scale, tiles);
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "sparse_attention_forward", [&] {
+    if (q.is_cuda()) {
+      kernels::sparse_attention_forward_cuda<scalar_t>(
+          problem, q.get_device(), q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
+          v.data_ptr<scalar_t>(), result.out.data_ptr<scalar_t>(),
+          result.logsumexp.data_ptr<scalar_t>());
+    } else {
+      kernels::sparse_attention_forward<scalar_t>(
+          problem, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
+          result.out.data_ptr<scalar_t>(), result.logsumexp.data_ptr<scalar_t>());
+    }
+  });
+  return result;
+}
+
+SparseAttentionGradients backward_on_pattern(
+    const torch::Tensor& grad_out_in, const torch::Tensor& q_in, const torch::Tensor& k_in,
+    const torch::Tensor& v_in, const torch::Tensor& out, const torch::Tensor& logsumexp,
+    const torch::Tensor& row_offsets, const torch::Tensor& col_indices,
+    const torch::Tensor& key_offsets, const torch::Tensor& key_queries, double scale,
+    kernels::TilePlanView tiles) {
+  const torch::Tensor q = with_contiguous_rows(q_in), k = with_contiguous_rows(k_in),
+                      v = with_contiguous_rows(v_in);
+  const auto problem = describe(q, k, v, row_offsets, col_indices, scale, tiles);
+  const torch::Tensor grad_out = grad_out_in.contiguous();
+  SparseAttentionGradients grads{torch::empty(q.sizes(), q.options()),
+                                 torch::empty(k.sizes(), k.options()),
+                                 torch::empty(v.sizes(), v.options())};
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "sparse_attention_backward", [&] {
+    if (q.is_cuda()) {
+      torch::Tensor delta = torch::empty_like(logsumexp);
+      kernels::sparse_attention_backward_cuda<scalar_t>(
+          problem, q.get_device(), key_offsets.data_ptr<int64_t>(), key_queries.data_ptr<int64_t>(),
+          q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
+          out.data_ptr<scalar_t>(), logsumexp.data_ptr<scalar_t>(), grad_out.data_ptr<scalar_t>(),
+          delta.data_ptr<scalar_t>(), grads.q.data_ptr<scalar_t>(), grads.k.data_ptr<scalar_t>(),
+          grads.v.data_ptr<scalar_t>());
+    } else {
+      kernels::sparse_attention_backward<scalar_t>(
+          problem, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
+          out.data_ptr<scalar_t>(), logsumexp.data_ptr<scalar_t>(), grad_out.data_ptr<scalar_t>(),
+          grads.q.data_ptr<scalar_t>(), grads.k.data_ptr<scalar_t>(), grads.v.data_ptr<scalar_t>());
+    }
+  });
+  return grads;
+}
+
 class SparseAttentionFunction : public torch::autograd::Function<SparseAttentionFunction> {
  public:
-  // key_offsets / key_queries: the transposed pattern, which only the CUDA backward reads (empty
-  // tensors on the CPU).
+  // key_offsets / key_queries: the transposed pattern, which only the CUDA backward reads;
+  // tile_index / tile_owned: the CPU kernels' dense tiles (empty tensors where unused).
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& q,
                                const torch::Tensor& k, const torch::Tensor& v,
                                const torch::Tensor& row_offsets, const torch::Tensor& col_indices,
                                const torch::Tensor& key_offsets,
-                               const torch::Tensor& key_queries, double scale) {
-    const SparseAttentionOutput result =
-        sparse_attention_forward(q, k, v, row_offsets, col_indices, scale);
+                               const torch::Tensor& key_queries, const torch::Tensor& tile_index,
+                               const torch::Tensor& tile_owned, double scale) {
+    const SparseAttentionOutput result = forward_on_pattern(
+        q, k, v, row_offsets, col_indices, scale, view_tiles(tile_index, tile_owned, q.size(2)));
     ctx->save_for_backward({q, k, v, result.out, result.logsumexp, row_offsets, col_indices,
-                            key_offsets, key_queries});
+                            key_offsets, key_queries, tile_index, tile_owned});
     ctx->saved_data["scale"] = scale;
     ctx->mark_non_differentiable({result.logsumexp});
     return {result.out, result.logsumexp};
@@ -62,11 +130,12 @@ class SparseAttentionFunction : public torch::autograd::Function<SparseAttention
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const auto saved = ctx->get_saved_variables();
-    const SparseAttentionGradients grads = sparse_attention_backward(
+    const SparseAttentionGradients grads = backward_on_pattern(
         grad_outputs[0], saved[0], saved[1], saved[2], saved[3], saved[4], saved[5], saved[6],
-        saved[7], saved[8], ctx->saved_data["scale"].toDouble());
-    return {grads.q,         grads.k,         grads.v,         torch::Tensor(),
-            torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+        saved[7], saved[8], ctx->saved_data["scale"].toDouble(),
+        view_tiles(saved[9], saved[10], saved[0].size(2)));
+    const torch::Tensor none;
+    return {grads.q, grads.k, grads.v, none, none, none, none, none, none, none};
   }
 };
 
@@ -154,59 +223,20 @@ std::pair<torch::Tensor, torch::Tensor> transpose_csr(const torch::Tensor& row_o
   return {key_offsets, key_queries};
 }
 
-SparseAttentionOutput sparse_attention_forward(const torch::Tensor& q_in, const torch::Tensor& k_in,
-                                               const torch::Tensor& v_in,
+SparseAttentionOutput sparse_attention_forward(const torch::Tensor& q, const torch::Tensor& k,
+                                               const torch::Tensor& v,
                                                const torch::Tensor& row_offsets,
                                                const torch::Tensor& col_indices, double scale) {
-  const torch::Tensor q = with_contiguous_rows(q_in), k = with_contiguous_rows(k_in),
-                      v = with_contiguous_rows(v_in);
-  SparseAttentionOutput result{torch::empty(q.sizes(), q.options()),
-                               torch::empty({q.size(0), q.size(1), q.size(2)}, q.options())};
-  const auto problem = describe(q, k, v, row_offsets, col_indices, scale);
-  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "sparse_attention_forward", [&] {
-    if (q.is_cuda()) {
-      kernels::sparse_attention_forward_cuda<scalar_t>(
-          problem, q.get_device(), q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
-          v.data_ptr<scalar_t>(), result.out.data_ptr<scalar_t>(),
-          result.logsumexp.data_ptr<scalar_t>());
-    } else {
-      kernels::sparse_attention_forward<scalar_t>(
-          problem, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
-          result.out.data_ptr<scalar_t>(), result.logsumexp.data_ptr<scalar_t>());
-    }
-  });
-  return result;
+  return forward_on_pattern(q, k, v, row_offsets, col_indices, scale, {});
 }
 
 SparseAttentionGradients sparse_attention_backward(
-    const torch::Tensor& grad_out_in, const torch::Tensor& q_in, const torch::Tensor& k_in,
-    const torch::Tensor& v_in, const torch::Tensor& out, const torch::Tensor& logsumexp,
+    const torch::Tensor& grad_out, const torch::Tensor& q, const torch::Tensor& k,
+    const torch::Tensor& v, const torch::Tensor& out, const torch::Tensor& logsumexp,
     const torch::Tensor& row_offsets, const torch::Tensor& col_indices,
     const torch::Tensor& key_offsets, const torch::Tensor& key_queries, double scale) {
-  const torch::Tensor q = with_contiguous_rows(q_in), k = with_contiguous_rows(k_in),
-                      v = with_contiguous_rows(v_in);
-  const auto problem = describe(q, k, v, row_offsets, col_indices, scale);
-  const torch::Tensor grad_out = grad_out_in.contiguous();
-  SparseAttentionGradients grads{torch::empty(q.sizes(), q.options()),
-                                 torch::empty(k.sizes(), k.options()),
-                                 torch::empty(v.sizes(), v.options())};
-  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "sparse_attention_backward", [&] {
-    if (q.is_cuda()) {
-      torch::Tensor delta = torch::empty_like(logsumexp);
-      kernels::sparse_attention_backward_cuda<scalar_t>(
-          problem, q.get_device(), key_offsets.data_ptr<int64_t>(), key_queries.data_ptr<int64_t>(),
-          q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
-          out.data_ptr<scalar_t>(), logsumexp.data_ptr<scalar_t>(), grad_out.data_ptr<scalar_t>(),
-          delta.data_ptr<scalar_t>(), grads.q.data_ptr<scalar_t>(), grads.k.data_ptr<scalar_t>(),
-          grads.v.data_ptr<scalar_t>());
-    } else {
-      kernels::sparse_attention_backward<scalar_t>(
-          problem, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
-          out.data_ptr<scalar_t>(), logsumexp.data_ptr<scalar_t>(), grad_out.data_ptr<scalar_t>(),
-          grads.q.data_ptr<scalar_t>(), grads.k.data_ptr<scalar_t>(), grads.v.data_ptr<scalar_t>());
-    }
-  });
-  return grads;
+  return backward_on_pattern(grad_out, q, k, v, out, logsumexp, row_offsets, col_indices,
+                             key_offsets, key_queries, scale, {});
 }
 
 torch::Tensor sparse_attention(const torch::Tensor& q, const torch::Tensor& k,
@@ -228,19 +258,21 @@ torch::Tensor sparse_attention(const torch::Tensor& q, const torch::Tensor& k,
           "a CUDA libtorch with nvcc on the PATH)");
     }
     const torch::Device device = q.device();
+    const torch::Tensor unused = torch::empty({0}, torch::kLong);
     return SparseAttentionFunction::apply(q, k, v, pattern.row_offsets(device),
                                           pattern.col_indices(device), pattern.key_offsets(device),
-                                          pattern.key_queries(device), scale)[0];
+                                          pattern.key_queries(device), unused, unused, scale)[0];
   }
   if (!q.device().is_cpu()) {
     throw std::invalid_argument("sparse attention has CPU and CUDA kernels only, not " +
                                 q.device().str() + "; use dense or gather there");
   }
-  // The CPU backward needs no transposed pattern; libtorch 1.13's Function::apply takes defined
-  // tensors only.
+  // The CPU backward needs no transposed pattern, the CUDA kernels no tiles; libtorch 1.13's
+  // Function::apply takes defined tensors only.
   const torch::Tensor unused = torch::empty({0}, torch::kLong);
   return SparseAttentionFunction::apply(q, k, v, pattern.row_offsets(), pattern.col_indices(),
-                                        unused, unused, scale)[0];
+                                        unused, unused, pattern.tile_index(),
+                                        pattern.tile_owned(), scale)[0];
 }
 
 }  // namespace structdiff

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 #include <ATen/Parallel.h>
@@ -146,9 +148,392 @@ void backward_rows(const SparseAttentionProblem& p, int64_t bh, const T* q, cons
   }
 }
 
+// ---- Dense tiles (TilePlanView) --------------------------------------------------------------
+
+// ---- Register-blocked GEMM for the tiles' small products -----------------------------------
+
+// GCC/Clang vector types (eight floats or four doubles), moved with memcpy: unaligned, and no
+// alignment attribute for a template alias to lose.
+template <typename T>
+struct VectorOf;
+template <>
+struct VectorOf<float> {
+  typedef float type __attribute__((vector_size(32)));
+};
+template <>
+struct VectorOf<double> {
+  typedef double type __attribute__((vector_size(32)));
+};
+template <typename T>
+using Vec = typename VectorOf<T>::type;
+
+template <typename T>
+Vec<T> load(const T* from) {
+  Vec<T> value;
+  std::memcpy(&value, from, sizeof value);
+  return value;
+}
+
+template <typename T>
+void store(const Vec<T>& value, T* to) {
+  std::memcpy(to, &value, sizeof value);
+}
+template <typename T>
+constexpr int64_t kLanes = 32 / sizeof(T);
+
+// exp of a vector. float: Cephes' expf polynomial with the power of two put in by integer
+// arithmetic (relative error below 2e-7); inputs below -87.3, the masked -inf among them, give
+// exactly 0. double: std::exp per lane (the double kernels serve references and tests).
+inline Vec<float> exp_vector(Vec<float> in) {
+  typedef int32_t Int __attribute__((vector_size(32)));
+  const Vec<float> low = in < -87.3f ? Vec<float>{} - 87.3f : in;
+  // Rounds to the nearest integer: adding 1.5 * 2^23 leaves no fraction bits.
+  const Vec<float> whole = (low * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  const Vec<float> r = low - whole * 0.693359375f + whole * 2.12194440e-4f;
+  Vec<float> y = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  y = y * r + 8.3334519073e-3f;
+  y = y * r + 4.1665795894e-2f;
+  y = y * r + 1.6666665459e-1f;
+  y = y * r + 5.0000001201e-1f;
+  y = y * r * r + r + 1.0f;
+  const Int bits = (__builtin_convertvector(whole, Int) + 127) << 23;
+  Vec<float> power;
+  std::memcpy(&power, &bits, sizeof power);
+  return in < -87.3f ? Vec<float>{} : y * power;
+}
+
+inline Vec<double> exp_vector(Vec<double> in) {
+  for (int i = 0; i < kLanes<double>; ++i) in[i] = std::exp(in[i]);
+  return in;
+}
+
+// row (width, a multiple of the lanes) = scale * row + bias.
+template <typename T>
+void scale_and_mask(T* row, const T* bias, T scale, int64_t width) {
+  for (int64_t b = 0; b < width; b += kLanes<T>) store<T>(load(row + b) * scale + load(bias + b), row + b);
+}
+
+template <typename T>
+T row_max(const T* row, int64_t width) {
+  Vec<T> best = load(row);
+  for (int64_t b = kLanes<T>; b < width; b += kLanes<T>) {
+    const Vec<T> next = load(row + b);
+    best = next > best ? next : best;
+  }
+  T result = best[0];
+  for (int i = 1; i < kLanes<T>; ++i) result = std::max(result, best[i]);
+  return result;
+}
+
+// row = exp(row - shift); returns the row's sum.
+template <typename T>
+T exp_shifted(T* row, T shift, int64_t width) {
+  Vec<T> sum{};
+  for (int64_t b = 0; b < width; b += kLanes<T>) {
+    const Vec<T> value = exp_vector(load(row + b) - shift);
+    store(value, row + b);
+    sum += value;
+  }
+  T result = 0;
+  for (int i = 0; i < kLanes<T>; ++i) result += sum[i];
+  return result;
+}
+// The GEMM's block: 4 rows x 2 vectors of columns, eight accumulators held in registers; the
+// tiles' column padding (kTileColumnBlock) is a whole number of these blocks for float and double.
+constexpr int64_t kRowBlock = kTileRowBlock;
+template <typename T>
+constexpr int64_t kColumnBlock = 2 * kLanes<T>;
+static_assert(kTileColumnBlock % kColumnBlock<float> == 0 &&
+              kTileColumnBlock % kColumnBlock<double> == 0);
+
+inline int64_t round_up(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+// c (rows x width, row stride ldc) = a (rows x inner, stride lda) * b (inner x width, stride ldb),
+// or a^T * b with a stored (inner x rows); rows a multiple of kRowBlock, width of kColumnBlock<T>.
+template <typename T, bool kTransposeA>
+void gemm(const T* __restrict a, int64_t lda, const T* __restrict b, int64_t ldb, T* __restrict c,
+          int64_t ldc, int64_t rows, int64_t inner, int64_t width) {
+  constexpr int64_t lanes = kLanes<T>;
+  for (int64_t r = 0; r < rows; r += kRowBlock) {
+    for (int64_t col = 0; col < width; col += kColumnBlock<T>) {
+      Vec<T> acc[kRowBlock][2] = {};
+      for (int64_t k = 0; k < inner; ++k) {
+        Vec<T> b0 = load(b + k * ldb + col), b1 = load(b + k * ldb + col + lanes);
+        // Keeps b0 and b1 in registers: folded into each FMA as memory operands, they would be
+        // loaded four times, and loads, not FMAs, would bound the loop.
+#if defined(__x86_64__)
+        asm("" : "+x"(b0), "+x"(b1));
+#endif
+        for (int64_t i = 0; i < kRowBlock; ++i) {
+          const T factor = kTransposeA ? a[k * lda + r + i] : a[(r + i) * lda + k];
+          acc[i][0] += factor * b0;
+          acc[i][1] += factor * b1;
+        }
+      }
+      for (int64_t i = 0; i < kRowBlock; ++i) {
+        for (int64_t half = 0; half < 2; ++half) {
+          store(acc[i][half], c + (r + i) * ldc + col + half * lanes);
+        }
+      }
+    }
+  }
+}
+
+// ---- One tile -------------------------------------------------------------------------------
+
+// Rows of a strided slice gathered for the tile's members, zero rows up to `padded_rows`.
+template <typename T>
+void gather_rows(const T* base, int64_t stride, const int64_t* members, int64_t size,
+                 int64_t padded_rows, int64_t dim, T* rows) {
+  for (int64_t m = 0; m < size; ++m) {
+    const T* from = base + members[m] * stride;
+    for (int64_t d = 0; d < dim; d += kLanes<T>) store(load(from + d), rows + m * dim + d);
+  }
+  std::fill(rows + size * dim, rows + padded_rows * dim, T(0));
+}
+
+// The same rows transposed to (dim x width), zero columns from `size` on.
+template <typename T>
+void gather_transposed(const T* base, int64_t stride, const int64_t* members, int64_t size,
+                       int64_t dim, int64_t width, T* transposed) {
+  std::fill(transposed, transposed + dim * width, T(0));
+  for (int64_t m = 0; m < size; ++m) {
+    const T* row = base + members[m] * stride;
+    for (int64_t d = 0; d < dim; ++d) transposed[d * width + m] = row[d];
+  }
+}
+
+// A tile's shape: `size` members; score blocks of `rows` x `width` (size rounded up to
+// kTileRowBlock and kTileColumnBlock).
+struct TileShape {
+  const int64_t* members;
+  int64_t size, rows, width;
+};
+
+TileShape tile_shape(const TilePlanView& plan, int64_t t) {
+  const int64_t size = plan.tile_offsets[t + 1] - plan.tile_offsets[t];
+  return {plan.tile_nodes + plan.tile_offsets[t], size, round_up(size, kRowBlock),
+          round_up(size, kTileColumnBlock)};
+}
+
+// Per-thread buffers, reused across the slices a thread computes, and every tile's mask as an
+// additive bias (0 for the pairs it owns, -inf elsewhere and in the padding), built once per call.
+template <typename T>
+struct TileScratch {
+  std::vector<T> queries, keys, keys_t, values, values_t, grad_out, scores, products, block;
+  std::vector<T> row_max, row_sum, acc;
+  std::vector<T> bias;
+  std::vector<int64_t> bias_offsets;
+  TileScratch(const SparseAttentionProblem& p)
+      : queries(kMaxTileMembers * p.head_dim), keys(kMaxTileMembers * p.head_dim),
+        keys_t(p.head_dim * kMaxTileMembers), values(kMaxTileMembers * p.head_dim),
+        values_t(p.head_dim * kMaxTileMembers), grad_out(kMaxTileMembers * p.head_dim),
+        scores(kMaxTileMembers * kMaxTileMembers), products(kMaxTileMembers * kMaxTileMembers),
+        block(kMaxTileMembers * p.head_dim),
+        row_max(p.num_queries), row_sum(p.num_queries), acc(p.num_queries * p.head_dim) {
+    const T neg_inf = -std::numeric_limits<T>::infinity();
+    for (int64_t t = 0; t < p.tiles.num_tiles; ++t) {
+      const TileShape tile = tile_shape(p.tiles, t);
+      const uint8_t* owned = p.tiles.owned + p.tiles.mask_offsets[t];
+      bias_offsets.push_back(static_cast<int64_t>(bias.size()));
+      for (int64_t a = 0; a < tile.size; ++a) {
+        for (int64_t b = 0; b < tile.width; ++b) {
+          bias.push_back(b < tile.size && owned[a * tile.size + b] ? T(0) : neg_inf);
+        }
+      }
+    }
+  }
+};
+
+// Scaled scores of a tile into s.scores (rows x width): its owned pairs, -inf elsewhere.
+template <typename T>
+void tile_scores(const SparseAttentionProblem& p, int64_t t, const TileShape& tile,
+                 const T* q_base, const T* k_base, TileScratch<T>& s) {
+  const int64_t dim = p.head_dim;
+  gather_rows(q_base, p.q_stride[2], tile.members, tile.size, tile.rows, dim, s.queries.data());
+  gather_transposed(k_base, p.k_stride[2], tile.members, tile.size, dim, tile.width,
+                    s.keys_t.data());
+  gemm<T, false>(s.queries.data(), dim, s.keys_t.data(), tile.width, s.scores.data(), tile.width,
+                 tile.rows, dim, tile.width);
+  const T* bias = s.bias.data() + s.bias_offsets[t];
+  for (int64_t a = 0; a < tile.size; ++a) {
+    scale_and_mask(s.scores.data() + a * tile.width, bias + a * tile.width,
+                   static_cast<T>(p.scale), tile.width);
+  }
+}
+
+// Forward over one (batch, head) slice: each tile's block of scores with an online softmax per
+// row (the accumulated weights and values rescaled when a tile raises a row's maximum), then the
+// residual neighbour lists.
+template <typename T, int64_t kDim>
+void tiled_forward_slice(const SparseAttentionProblem& p, int64_t bh, const T* q, const T* k,
+                         const T* v, T* out, T* logsumexp, TileScratch<T>& s) {
+  const TilePlanView& plan = p.tiles;
+  const int64_t dim = HeadDim<kDim>(p.head_dim).value;
+  const int64_t n = p.num_queries;
+  const SliceOffsets slice{bh / p.heads, bh % p.heads};
+  const T* q_base = q + slice.offset(p.q_stride);
+  const T* k_base = k + slice.offset(p.k_stride);
+  const T* v_base = v + slice.offset(p.v_stride);
+  const T scale = static_cast<T>(p.scale);
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  std::fill(s.row_max.begin(), s.row_max.end(), neg_inf);
+  std::fill(s.row_sum.begin(), s.row_sum.end(), T(0));
+  std::fill(s.acc.begin(), s.acc.end(), T(0));
+  const auto raise_max = [&](int64_t node, T candidate) {
+    if (candidate <= s.row_max[node]) return;
+    const T shrink = std::exp(s.row_max[node] - candidate);  // 0 the first time
+    s.row_sum[node] *= shrink;
+    scale_in_place(shrink, s.acc.data() + node * dim, dim);
+    s.row_max[node] = candidate;
+  };
+  for (int64_t t = 0; t < plan.num_tiles; ++t) {
+    const TileShape tile = tile_shape(plan, t);
+    tile_scores(p, t, tile, q_base, k_base, s);
+    for (int64_t a = 0; a < tile.size; ++a) {
+      T* row = s.scores.data() + a * tile.width;
+      const int64_t node = tile.members[a];
+      raise_max(node, row_max(row, tile.width));
+      if (s.row_max[node] == neg_inf) {  // owns nothing here, nor so far elsewhere
+        std::fill(row, row + tile.width, T(0));
+        continue;
+      }
+      s.row_sum[node] += exp_shifted(row, s.row_max[node], tile.width);
+    }
+    std::fill(s.scores.data() + tile.size * tile.width,
+              s.scores.data() + tile.rows * tile.width, T(0));
+    gather_rows(v_base, p.v_stride[2], tile.members, tile.size, tile.width, dim,
+                s.values.data());
+    gemm<T, false>(s.scores.data(), tile.width, s.values.data(), dim, s.block.data(), dim,
+                   tile.rows, tile.width, dim);
+    for (int64_t a = 0; a < tile.size; ++a) {
+      axpy(T(1), s.block.data() + a * dim, s.acc.data() + tile.members[a] * dim, dim);
+    }
+  }
+  T* out_slice = out + bh * n * dim;
+  T* lse_slice = logsumexp + bh * n;
+  for (int64_t row = 0; row < n; ++row) {
+    const T* q_row = q_base + row * p.q_stride[2];
+    T* acc_row = s.acc.data() + row * dim;
+    for (int64_t e = plan.residual_offsets[row]; e < plan.residual_offsets[row + 1]; ++e) {
+      const int64_t col = plan.residual_cols[e];
+      const T score = scale * dot(q_row, k_base + col * p.k_stride[2], dim);
+      raise_max(row, score);
+      const T weight = std::exp(score - s.row_max[row]);
+      s.row_sum[row] += weight;
+      axpy(weight, v_base + col * p.v_stride[2], acc_row, dim);
+    }
+    T* out_row = out_slice + row * dim;
+    if (s.row_sum[row] > 0) {
+      const T inverse = T(1) / s.row_sum[row];
+      for (int64_t d = 0; d < dim; ++d) out_row[d] = acc_row[d] * inverse;
+      lse_slice[row] = s.row_max[row] + std::log(s.row_sum[row]);
+    } else {
+      std::fill(out_row, out_row + dim, T(0));
+      lse_slice[row] = 0;
+    }
+  }
+}
+
+// Backward over one slice. grad_q, grad_k and grad_v are this slice's (tokens x dim) blocks,
+// zeroed by the caller.
+template <typename T, int64_t kDim>
+void tiled_backward_slice(const SparseAttentionProblem& p, int64_t bh, const T* q, const T* k,
+                          const T* v, const T* out, const T* logsumexp, const T* grad_out,
+                          T* grad_q, T* grad_k, T* grad_v, TileScratch<T>& s) {
+  const TilePlanView& plan = p.tiles;
+  const int64_t dim = HeadDim<kDim>(p.head_dim).value;
+  const int64_t n = p.num_queries;
+  const SliceOffsets slice{bh / p.heads, bh % p.heads};
+  const T* q_base = q + slice.offset(p.q_stride);
+  const T* k_base = k + slice.offset(p.k_stride);
+  const T* v_base = v + slice.offset(p.v_stride);
+  const T* grad_out_slice = grad_out + bh * n * dim;
+  const T* lse = logsumexp + bh * n;
+  const T scale = static_cast<T>(p.scale);
+  // D_i = dO_i . O_i, the softmax Jacobian's correction term (kept in s.row_sum).
+  for (int64_t row = 0; row < n; ++row) {
+    s.row_sum[row] = dot(grad_out_slice + row * dim, out + (bh * n + row) * dim, dim);
+  }
+  for (int64_t t = 0; t < plan.num_tiles; ++t) {
+    const TileShape tile = tile_shape(plan, t);
+    tile_scores(p, t, tile, q_base, k_base, s);
+    gather_rows(grad_out_slice, dim, tile.members, tile.size, tile.rows, dim,
+                s.grad_out.data());
+    gather_transposed(v_base, p.v_stride[2], tile.members, tile.size, dim, tile.width,
+                      s.values_t.data());
+    // products = dO V^T, then dS = P (dO V^T - D); scores become the probabilities P.
+    gemm<T, false>(s.grad_out.data(), dim, s.values_t.data(), tile.width, s.products.data(),
+                   tile.width, tile.rows, dim, tile.width);
+    for (int64_t a = 0; a < tile.size; ++a) {
+      T* row = s.scores.data() + a * tile.width;
+      T* grad_row = s.products.data() + a * tile.width;
+      const T row_lse = lse[tile.members[a]];
+      const T correction = s.row_sum[tile.members[a]];
+      exp_shifted(row, row_lse, tile.width);
+      for (int64_t b = 0; b < tile.width; ++b) {
+        grad_row[b] = scale * row[b] * (grad_row[b] - correction);
+      }
+    }
+    std::fill(s.scores.data() + tile.size * tile.width,
+              s.scores.data() + tile.rows * tile.width, T(0));
+    std::fill(s.products.data() + tile.size * tile.width,
+              s.products.data() + tile.rows * tile.width, T(0));
+    // dQ = scale dS K.
+    gather_rows(k_base, p.k_stride[2], tile.members, tile.size, tile.width, dim, s.keys.data());
+    gemm<T, false>(s.products.data(), tile.width, s.keys.data(), dim, s.block.data(), dim,
+                   tile.rows, tile.width, dim);
+    for (int64_t a = 0; a < tile.size; ++a) {
+      axpy(T(1), s.block.data() + a * dim, grad_q + tile.members[a] * dim, dim);
+    }
+    // dK = scale dS^T Q and dV = P^T dO.
+    for (const auto& [block, source, target] :
+         {std::tuple{s.products.data(), s.queries.data(), grad_k},
+          std::tuple{s.scores.data(), s.grad_out.data(), grad_v}}) {
+      gemm<T, true>(block, tile.width, source, dim, s.block.data(), dim, tile.width, tile.rows,
+                    dim);
+      for (int64_t b = 0; b < tile.size; ++b) {
+        axpy(T(1), s.block.data() + b * dim, target + tile.members[b] * dim, dim);
+      }
+    }
+  }
+  for (int64_t row = 0; row < n; ++row) {
+    const T* q_row = q_base + row * p.q_stride[2];
+    const T* grad_out_row = grad_out_slice + row * dim;
+    const T correction = s.row_sum[row];
+    for (int64_t e = plan.residual_offsets[row]; e < plan.residual_offsets[row + 1]; ++e) {
+      const int64_t col = plan.residual_cols[e];
+      const T* k_row = k_base + col * p.k_stride[2];
+      const T* v_row = v_base + col * p.v_stride[2];
+      const T prob = std::exp(scale * dot(q_row, k_row, dim) - lse[row]);
+      const T grad_score = prob * (dot(grad_out_row, v_row, dim) - correction);
+      axpy(prob, grad_out_row, grad_v + col * dim, dim);
+      axpy(grad_score * scale, k_row, grad_q + row * dim, dim);
+      axpy(grad_score * scale, q_row, grad_k + col * dim, dim);
+    }
+  }
+}
+
+// Dense tiles need whole slices per thread (their rows scatter into any of the slice's rows).
+bool use_tiles(const SparseAttentionProblem& p) {
+  return p.tiles.num_tiles > 0 && p.head_dim % kTileColumnBlock == 0 &&
+         p.batch * p.heads >= at::get_num_threads();
+}
+
 template <typename T, int64_t kDim>
 void forward_impl(const SparseAttentionProblem& p, const T* q, const T* k, const T* v, T* out,
                   T* logsumexp) {
+  if (use_tiles(p)) {
+    at::parallel_for(0, p.batch * p.heads, 1, [&](int64_t begin, int64_t end) {
+      TileScratch<T> scratch(p);
+      for (int64_t bh = begin; bh < end; ++bh) {
+        tiled_forward_slice<T, kDim>(p, bh, q, k, v, out, logsumexp, scratch);
+      }
+    });
+    return;
+  }
   const int64_t total_rows = p.batch * p.heads * p.num_queries;
   at::parallel_for(0, total_rows, 64, [&](int64_t begin, int64_t end) {
     forward_rows<T, kDim>(p, q, k, v, out, logsumexp, begin, end);
@@ -165,6 +550,19 @@ void backward_impl(const SparseAttentionProblem& p, const T* q, const T* k, cons
   std::fill(grad_k, grad_k + slices * key_block, T(0));
   std::fill(grad_v, grad_v + slices * key_block, T(0));
   const int64_t threads = at::get_num_threads();
+  if (use_tiles(p)) {
+    const int64_t query_block = p.num_queries * dim;
+    at::parallel_for(0, slices, 1, [&](int64_t begin, int64_t end) {
+      TileScratch<T> scratch(p);
+      for (int64_t bh = begin; bh < end; ++bh) {
+        std::fill(grad_q + bh * query_block, grad_q + (bh + 1) * query_block, T(0));
+        tiled_backward_slice<T, kDim>(p, bh, q, k, v, out, logsumexp, grad_out,
+                                      grad_q + bh * query_block, grad_k + bh * key_block,
+                                      grad_v + bh * key_block, scratch);
+      }
+    });
+    return;
+  }
   if (slices >= threads) {
     // Each thread owns whole (batch, head) slices, so the scatter into grad_k/grad_v is race-free.
     at::parallel_for(0, slices, 1, [&](int64_t begin, int64_t end) {

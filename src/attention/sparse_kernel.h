@@ -4,8 +4,47 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace structdiff::kernels {
+
+// The most members one dense tile may have (its scores are members x members).
+constexpr int64_t kMaxTileMembers = 64;
+// A tile's score block is its members rounded up to these many rows and columns (the blocks of the
+// kernel's register-blocked GEMM); head dimensions must be whole column blocks.
+constexpr int64_t kTileRowBlock = 4;
+constexpr int64_t kTileColumnBlock = 16;
+
+// A square pattern's entries split between dense tiles and neighbour lists. Tile t's members are
+// tile_nodes[tile_offsets[t] .. tile_offsets[t + 1]), ascending; every pair of members is a
+// pattern entry in both directions or absent, and the tile computes the pairs its row-major
+// (members x members) mask at owned + mask_offsets[t] marks. Each entry is owned by exactly one
+// tile or listed in the residual CSR (offsets from 0).
+struct TilePlanView {
+  int64_t num_tiles = 0;
+  const int64_t* tile_offsets = nullptr;
+  const int64_t* tile_nodes = nullptr;
+  const int64_t* mask_offsets = nullptr;
+  const uint8_t* owned = nullptr;
+  const int64_t* residual_offsets = nullptr;
+  const int64_t* residual_cols = nullptr;
+};
+
+struct TilePlan {
+  std::vector<int64_t> tile_offsets, tile_nodes, mask_offsets, residual_offsets, residual_cols;
+  std::vector<uint8_t> owned;
+  int64_t tiled_entries = 0;  // entries the tiles own
+  int64_t num_tiles() const { return static_cast<int64_t>(tile_offsets.size()) - 1; }
+};
+
+// The view of a plan packed as PatternBatch packs it: index = [num_tiles, tile_offsets,
+// tile_nodes, mask_offsets, residual_offsets (num_nodes + 1), residual_cols].
+TilePlanView view_packed_tiles(const int64_t* index, const uint8_t* owned, int64_t num_nodes);
+
+// Covers the n x n pattern (CSR, offsets may start anywhere) greedily by cliques of up to
+// kMaxTileMembers members, keeping those whose new entries fill enough of their padded score block
+// to beat the neighbour lists (sparse_tiles.cpp).
+TilePlan plan_clique_tiles(int64_t n, const int64_t* row_offsets, const int64_t* col_indices);
 
 struct SparseAttentionProblem {
   int64_t batch = 0, heads = 0, num_queries = 0, num_keys = 0, head_dim = 0;
@@ -19,6 +58,9 @@ struct SparseAttentionProblem {
   const int64_t* row_offsets = nullptr;
   const int64_t* col_indices = nullptr;
   double scale = 1.0;
+  // CPU only, with one shared square pattern: when it has tiles, the kernels compute the tiles'
+  // entries as dense blocks and read the rest from its residual CSR instead of the pattern's.
+  TilePlanView tiles;
 };
 
 // out: contiguous (batch, heads, num_queries, head_dim); logsumexp: (batch, heads, num_queries),
