@@ -7,6 +7,7 @@
 
 #include "structdiff/attention.h"
 #include "structdiff/mechanism_registry.h"
+#include "structdiff/sudoku_model.h"
 
 namespace {
 
@@ -89,6 +90,35 @@ BENCHMARK_TEMPLATE(global_forward_backward, structdiff::Mechanism::dense)->Apply
 BENCHMARK_TEMPLATE(global_forward_backward, structdiff::Mechanism::favor_softmax)->Apply(image_sizes);
 BENCHMARK_TEMPLATE(global_forward_backward, structdiff::Mechanism::favor_relu)->Apply(image_sizes);
 BENCHMARK_TEMPLATE(global_forward_backward, structdiff::Mechanism::linear)->Apply(image_sizes);
+
+// The sparse kernel on Sudoku n^2 x n^2 (batch 16, 4 heads of 32), forward + backward through the
+// same module: with one shared pattern, which gets dense clique tiles, and with the same pattern
+// given once per batch element, which gets none (neighbour lists only). state.range(0) is n.
+void sudoku_kernel(benchmark::State& state, bool tiles) {
+  const int64_t n = state.range(0), batch = 16, heads = 4, dim = 32, tokens = n * n * n * n;
+  const structdiff::AttentionPattern sudoku = structdiff::sudoku::graphical_model(n).compile();
+  PatternBatch pattern = tiles ? PatternBatch(sudoku)
+                               : PatternBatch(std::vector<structdiff::AttentionPattern>(batch, sudoku));
+  structdiff::Attention attention = make_attention(structdiff::Mechanism::sparse, dim);
+  torch::Tensor q = random_input(batch, heads, tokens, dim), k = random_input(batch, heads, tokens, dim),
+                v = random_input(batch, heads, tokens, dim);
+  for (auto _ : state) {
+    attention->forward(q, k, v, &pattern).sum().backward();
+  }
+  state.counters["tiled share"] =
+      static_cast<double>(pattern.tiled_entries()) / static_cast<double>(pattern.num_entries());
+}
+
+void sudoku_tiles(benchmark::State& state) { sudoku_kernel(state, true); }
+void sudoku_lists(benchmark::State& state) { sudoku_kernel(state, false); }
+
+void sudoku_sides(benchmark::internal::Benchmark* b) {
+  for (int64_t n : {3, 4, 5}) b->Args({n});
+  b->Unit(benchmark::kMillisecond);
+}
+
+BENCHMARK(sudoku_tiles)->Apply(sudoku_sides);
+BENCHMARK(sudoku_lists)->Apply(sudoku_sides);
 
 }  // namespace
 

@@ -29,7 +29,7 @@ AttentionPattern bcmf_pattern(int64_t k, int64_t n, int64_t m) {
 }  // namespace
 
 std::vector<std::string> attention_workload_names() {
-  return {"sudoku9", "sudoku16", "sudoku25", "bcmf", "tracformer", "random"};
+  return {"sudoku9", "gsdm-sudoku9", "sudoku16", "sudoku25", "bcmf", "tracformer", "random"};
 }
 
 AttentionWorkload make_attention_workload(const std::string& name, uint64_t seed) {
@@ -43,6 +43,12 @@ AttentionWorkload make_attention_workload(const std::string& name, uint64_t seed
     w.heads = 4;
     w.head_dim = 32;
     w.patterns.push_back(sudoku::graphical_model(n).compile());
+  } else if (name == "gsdm-sudoku9") {
+    w.description = "Sudoku 9x9 as the GSDM reference model attends (D 128 over 8 heads)";
+    w.batch = 32;
+    w.heads = 8;
+    w.head_dim = 16;
+    w.patterns.push_back(sudoku::graphical_model(3).compile());
   } else if (name == "bcmf") {
     w.description = "GSDM BCMF graph, k=8, n=m=16 (R, A, K, E)";
     w.batch = 8;
