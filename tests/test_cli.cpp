@@ -1,6 +1,7 @@
 // The command-line tool as a user meets it: help, one-line errors, pattern and bench commands.
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -616,7 +617,8 @@ TEST(Cli, DifformerTrainWritesOneModelFilePerRun) {
 // The acceptance check: SIGINT, then --resume, ends with the weights of an
 // uninterrupted run.
 // SIGINT (Ctrl-C) and SIGTERM (a scheduler's stop) alike: exit 128 + signal, no temporary files,
-// no model written, and resuming from the checkpoint ends where an uninterrupted run ends.
+// no model written (an earlier file at --out is left as it was), and resuming from the checkpoint
+// ends where an uninterrupted run ends.
 TEST(Cli, InterruptedAndResumedTrainingEqualsAnUninterruptedRun) {
   const std::string train = std::string(STRUCTDIFF_BINARY) +
                             " --threads 1 sudoku train --size 4 --dim 16 --blocks 1 --heads 2 "
@@ -631,13 +633,15 @@ TEST(Cli, InterruptedAndResumedTrainingEqualsAnUninterruptedRun) {
     SCOPED_TRACE("SIG" + signal);
     const std::string resumed = temp_path("resumed-" + signal + ".pt");
     const std::string checkpoint = temp_path("interrupted-" + signal + ".ckpt");
+    std::ofstream(resumed) << "an earlier model";
     r = run_shell("(" + train + " --checkpoint " + checkpoint + " --out " + resumed + " & pid=$!; " +
                   "while [ ! -f " + checkpoint + " ]; do sleep 0.02; done; kill -" + signal +
                   " $pid; wait $pid; echo exit=$?) 2>&1");
     ASSERT_TRUE(contains(r.output, "exit=" + std::to_string(exit_code)))
         << "the run ended before the signal: " << r.output;
     EXPECT_TRUE(contains(r.output, "structdiff: interrupted by SIG" + signal + " after step")) << r.output;
-    EXPECT_FALSE(std::filesystem::exists(resumed));
+    std::ifstream earlier(resumed);
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(earlier), {}), "an earlier model");
     for (const auto& entry :
          std::filesystem::directory_iterator(std::filesystem::path(checkpoint).parent_path())) {
       EXPECT_FALSE(contains(entry.path().filename().string(), ".tmp.")) << entry.path();
