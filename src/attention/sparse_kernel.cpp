@@ -308,6 +308,19 @@ void gemm(const T* __restrict a, int64_t lda, const T* __restrict b, int64_t ldb
   }
 }
 
+// Where a (batch, head) slice's Q, K and V rows start.
+template <typename T>
+struct SliceRows {
+  const T *q, *k, *v;
+  SliceRows(const SparseAttentionProblem& p, int64_t bh, const T* q_all, const T* k_all,
+            const T* v_all) {
+    const SliceOffsets slice{bh / p.heads, bh % p.heads};
+    q = q_all + slice.offset(p.q_stride);
+    k = k_all + slice.offset(p.k_stride);
+    v = v_all + slice.offset(p.v_stride);
+  }
+};
+
 // ---- One tile -------------------------------------------------------------------------------
 
 // Rows of a strided slice gathered for the tile's members, zero rows up to `padded_rows`.
@@ -400,10 +413,8 @@ void tiled_forward_slice(const SparseAttentionProblem& p, int64_t bh, const T* q
   const TilePlanView& plan = p.tiles;
   const int64_t dim = HeadDim<kDim>(p.head_dim).value;
   const int64_t n = p.num_queries;
-  const SliceOffsets slice{bh / p.heads, bh % p.heads};
-  const T* q_base = q + slice.offset(p.q_stride);
-  const T* k_base = k + slice.offset(p.k_stride);
-  const T* v_base = v + slice.offset(p.v_stride);
+  const SliceRows<T> rows(p, bh, q, k, v);
+  const T *q_base = rows.q, *k_base = rows.k, *v_base = rows.v;
   const T scale = static_cast<T>(p.scale);
   const T neg_inf = -std::numeric_limits<T>::infinity();
   std::fill(s.row_max.begin(), s.row_max.end(), neg_inf);
@@ -473,10 +484,8 @@ void tiled_backward_slice(const SparseAttentionProblem& p, int64_t bh, const T* 
   const TilePlanView& plan = p.tiles;
   const int64_t dim = HeadDim<kDim>(p.head_dim).value;
   const int64_t n = p.num_queries;
-  const SliceOffsets slice{bh / p.heads, bh % p.heads};
-  const T* q_base = q + slice.offset(p.q_stride);
-  const T* k_base = k + slice.offset(p.k_stride);
-  const T* v_base = v + slice.offset(p.v_stride);
+  const SliceRows<T> rows(p, bh, q, k, v);
+  const T *q_base = rows.q, *k_base = rows.k, *v_base = rows.v;
   const T* grad_out_slice = grad_out + bh * n * dim;
   const T* lse = logsumexp + bh * n;
   const T scale = static_cast<T>(p.scale);
