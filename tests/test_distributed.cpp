@@ -2,10 +2,6 @@
 // with its own process group. Two ranks with half the batch each end where one process with the
 // whole batch ends; a checkpoint written by two ranks resumes on one; a rank that stops makes the
 // other fail with a clear error within its timeout instead of hanging.
-#include <sys/socket.h>
-#include <netinet/in.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <exception>
 #include <future>
@@ -28,18 +24,6 @@
 
 namespace structdiff {
 namespace {
-
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
 
 // Initial weights come from libtorch's one default generator (seeded in a scope): ranks that are
 // threads of one process must build their models one at a time to get the same ones.
@@ -91,7 +75,7 @@ torch::Tensor outputs_of(sudoku::TrainedModel& model) {
 // Trains a tiny Sudoku GSDM on `world_size` ranks (threads), checks that every rank ends with
 // rank 0's weights to the bit, and returns rank 0's outputs on fixed inputs.
 torch::Tensor train_on_ranks(int world_size, gsdm::TrainingOptions options) {
-  const int port = free_port();
+  const int port = train::free_loopback_port();
   std::vector<std::future<std::vector<torch::Tensor>>> ranks;
   for (int rank = 0; rank < world_size; ++rank) {
     ranks.push_back(std::async(std::launch::async, [=]() mutable {
@@ -160,7 +144,7 @@ TEST(DataParallel, ABatchThatDoesNotSplitEvenlyIsRefused) {
 // Rank 1 trains 2 steps, rank 0 is asked for 6: after rank 1 has gone, rank 0's next collective
 // fails with a message naming itself, within the timeout.
 TEST(DataParallel, ARankThatStopsMakesTheOthersFailInsteadOfHanging) {
-  const int port = free_port();
+  const int port = train::free_loopback_port();
   auto rank_of = [port](int rank, int64_t steps) {
     return std::async(std::launch::async, [=] {
       at::set_num_threads(1);

@@ -70,6 +70,10 @@ struct TrainingExample {
 // and noise from `generator`, and returns the noised input.
 TrainingExample make_training_example(const NoiseSchedule& schedule, const torch::Tensor& x0,
                                       bool antithetic, at::Generator generator);
+// Rows [begin, end) of an example drawn for a whole batch: one rank's share in data-parallel
+// training, each row with the t and noise a whole-batch step gives it. Throws
+// std::invalid_argument for rows outside the batch.
+TrainingExample example_rows(const TrainingExample& whole, int64_t begin, int64_t end);
 torch::Tensor diffusion_loss(const NoiseSchedule& schedule, Prediction prediction,
                              const torch::Tensor& output, const TrainingExample& example,
                              const torch::Tensor& x0, const torch::Tensor& weight = {});

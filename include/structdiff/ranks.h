@@ -56,6 +56,14 @@ class Ranks {
   int rank_ = 0, size_ = 1;
 };
 
+// A TCP port on the loopback that no one listens on now (the kernel's choice), for a local
+// rendezvous. Throws std::runtime_error when there is none.
+int free_loopback_port();
+
+// Throws std::invalid_argument ("--batch B does not split evenly over N ranks") unless `batch`
+// rows split evenly over the ranks (null or one: always).
+void check_even_split(int64_t batch, const std::shared_ptr<Ranks>& ranks);
+
 // One rank's share of a batch: rows [begin, end) of `total`. A task trained on several ranks
 // draws the whole batch from the shared data and noise streams (so every rank sees the batch a
 // single process would) and computes its loss on its own rows, as their mean.

@@ -219,9 +219,10 @@ struct LoopTask {
   // steps and noise from `noise`. The loop owns both generators and saves them in checkpoints.
   // Epoch-based tasks find their place in the epoch from `step` (see epoch_order).
   std::function<torch::Tensor(int64_t step, std::mt19937_64& data, at::Generator& noise)> loss;
-  // On several ranks, instead of `loss`: the mean loss of this rank's rows of the batch `loss`
-  // would draw, drawn alike (the whole batch, the same streams) so that the ranks together train
-  // on what one process would. Tasks without it train on one process only.
+  // Instead of `loss`, for tasks that can train on several ranks: the mean loss of the shard's rows
+  // of the batch, which is drawn whole (the same streams on every rank) so that the ranks together
+  // train on what one process would; one process passes the whole batch as its shard. Tasks with
+  // `loss` only train on one process.
   std::function<torch::Tensor(int64_t step, std::mt19937_64& data, at::Generator& noise,
                               Shard shard)>
       shard_loss;

@@ -32,7 +32,6 @@ struct PatternBatch::Cache {
   std::once_flag dense_mask_built, padded_built, transposed_built, tiles_built;
   torch::Tensor dense_mask, padded_indices, padded_valid, key_offsets, key_queries, tile_index,
       tile_owned;
-  int64_t tiled_entries = 0;
   // Copies on other devices, keyed by (device type, index); std::map keeps references stable.
   std::mutex copies_mutex;
   std::map<std::pair<int, int>, std::array<torch::Tensor, static_cast<size_t>(Form::count)>>
@@ -156,14 +155,10 @@ const torch::Tensor& PatternBatch::key_queries(torch::Device device) const {
   return on_device(cache_->key_queries, Form::key_queries, device);
 }
 
-// The planner's cost grows with the degree (each clique is grown over a row's neighbours); rows
-// this long are far from the clique sizes a tile holds anyway.
-constexpr int64_t kMaxDegreeForTiles = 4 * kernels::kMaxTileMembers;
-
 void PatternBatch::build_tiles() const {
   cache_->tile_index = torch::empty({0}, torch::kLong);
   cache_->tile_owned = torch::empty({0}, torch::kByte);
-  if (size_ != 1 || num_queries_ != num_keys_ || max_degree_ > kMaxDegreeForTiles) return;
+  if (size_ != 1 || num_queries_ != num_keys_) return;
   const kernels::TilePlan plan = kernels::plan_clique_tiles(
       num_queries_, row_offsets_.data_ptr<int64_t>(), col_indices_.data_ptr<int64_t>());
   if (plan.num_tiles() == 0) return;
@@ -176,7 +171,6 @@ void PatternBatch::build_tiles() const {
   cache_->tile_owned = torch::from_blob(const_cast<uint8_t*>(plan.owned.data()),
                                         {static_cast<int64_t>(plan.owned.size())}, torch::kByte)
                            .clone();
-  cache_->tiled_entries = plan.tiled_entries;
 }
 
 const torch::Tensor& PatternBatch::tile_index() const {
@@ -190,8 +184,7 @@ const torch::Tensor& PatternBatch::tile_owned() const {
 }
 
 int64_t PatternBatch::tiled_entries() const {
-  std::call_once(cache_->tiles_built, [this] { build_tiles(); });
-  return cache_->tiled_entries;
+  return tile_owned().sum().item<int64_t>();
 }
 
 void PatternBatch::check_compatible(const torch::Tensor& q, const torch::Tensor& k) const {

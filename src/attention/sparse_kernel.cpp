@@ -232,12 +232,12 @@ void backward_rows(const SparseAttentionProblem& p, int64_t bh, const T* q, cons
 
 // ---- Dense tiles (TilePlanView) --------------------------------------------------------------
 
-// ---- Register-blocked GEMM for the tiles' small products -----------------------------------
-
 // row (width, a multiple of the lanes) = scale * row + bias.
 template <typename T>
 void scale_and_mask(T* row, const T* bias, T scale, int64_t width) {
-  for (int64_t b = 0; b < width; b += kLanes<T>) store<T>(load(row + b) * scale + load(bias + b), row + b);
+  for (int64_t b = 0; b < width; b += kLanes<T>) {
+    store<T>(load(row + b) * scale + load(bias + b), row + b);
+  }
 }
 
 template <typename T>
@@ -265,9 +265,12 @@ T exp_shifted(T* row, T shift, int64_t width) {
   for (int i = 0; i < kLanes<T>; ++i) result += sum[i];
   return result;
 }
-// The GEMM's block: 4 rows x 2 vectors of columns, eight accumulators held in registers; the
-// tiles' column padding (kTileColumnBlock) is a whole number of these blocks for float and double.
-constexpr int64_t kRowBlock = kTileRowBlock;
+
+// ---- Register-blocked GEMM for the tiles' small products -----------------------------------
+
+// The GEMM's block: kTileRowBlock (4) rows x 2 vectors of columns, eight accumulators held in
+// registers; the tiles' column padding (kTileColumnBlock) is a whole number of these blocks for
+// float and double.
 template <typename T>
 constexpr int64_t kColumnBlock = 2 * kLanes<T>;
 static_assert(kTileColumnBlock % kColumnBlock<float> == 0 &&
@@ -278,14 +281,15 @@ inline int64_t round_up(int64_t value, int64_t multiple) {
 }
 
 // c (rows x width, row stride ldc) = a (rows x inner, stride lda) * b (inner x width, stride ldb),
-// or a^T * b with a stored (inner x rows); rows a multiple of kRowBlock, width of kColumnBlock<T>.
+// or a^T * b with a stored (inner x rows); rows a multiple of kTileRowBlock, width of
+// kColumnBlock<T>.
 template <typename T, bool kTransposeA>
 void gemm(const T* __restrict a, int64_t lda, const T* __restrict b, int64_t ldb, T* __restrict c,
           int64_t ldc, int64_t rows, int64_t inner, int64_t width) {
   constexpr int64_t lanes = kLanes<T>;
-  for (int64_t r = 0; r < rows; r += kRowBlock) {
+  for (int64_t r = 0; r < rows; r += kTileRowBlock) {
     for (int64_t col = 0; col < width; col += kColumnBlock<T>) {
-      Vec<T> acc[kRowBlock][2] = {};
+      Vec<T> acc[kTileRowBlock][2] = {};
       for (int64_t k = 0; k < inner; ++k) {
         Vec<T> b0 = load(b + k * ldb + col), b1 = load(b + k * ldb + col + lanes);
         // Keeps b0 and b1 in registers: folded into each FMA as memory operands, they would be
@@ -293,13 +297,13 @@ void gemm(const T* __restrict a, int64_t lda, const T* __restrict b, int64_t ldb
 #if defined(__x86_64__)
         asm("" : "+x"(b0), "+x"(b1));
 #endif
-        for (int64_t i = 0; i < kRowBlock; ++i) {
+        for (int64_t i = 0; i < kTileRowBlock; ++i) {
           const T factor = kTransposeA ? a[k * lda + r + i] : a[(r + i) * lda + k];
           acc[i][0] += factor * b0;
           acc[i][1] += factor * b1;
         }
       }
-      for (int64_t i = 0; i < kRowBlock; ++i) {
+      for (int64_t i = 0; i < kTileRowBlock; ++i) {
         for (int64_t half = 0; half < 2; ++half) {
           store(acc[i][half], c + (r + i) * ldc + col + half * lanes);
         }
@@ -354,7 +358,7 @@ struct TileShape {
 
 TileShape tile_shape(const TilePlanView& plan, int64_t t) {
   const int64_t size = plan.tile_offsets[t + 1] - plan.tile_offsets[t];
-  return {plan.tile_nodes + plan.tile_offsets[t], size, round_up(size, kRowBlock),
+  return {plan.tile_nodes + plan.tile_offsets[t], size, round_up(size, kTileRowBlock),
           round_up(size, kTileColumnBlock)};
 }
 

@@ -33,7 +33,6 @@ struct TilePlanView {
 struct TilePlan {
   std::vector<int64_t> tile_offsets, tile_nodes, mask_offsets, residual_offsets, residual_cols;
   std::vector<uint8_t> owned;
-  int64_t tiled_entries = 0;  // entries the tiles own
   int64_t num_tiles() const { return static_cast<int64_t>(tile_offsets.size()) - 1; }
 };
 
@@ -43,7 +42,7 @@ TilePlanView view_packed_tiles(const int64_t* index, const uint8_t* owned, int64
 
 // Covers the n x n pattern (CSR, offsets may start anywhere) greedily by cliques of up to
 // kMaxTileMembers members, keeping those whose new entries fill enough of their padded score block
-// to beat the neighbour lists (sparse_tiles.cpp).
+// to beat the neighbour lists; no tiles for patterns with very long rows (sparse_tiles.cpp).
 TilePlan plan_clique_tiles(int64_t n, const int64_t* row_offsets, const int64_t* col_indices);
 
 struct SparseAttentionProblem {

@@ -1,6 +1,3 @@
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -75,14 +72,6 @@ std::string did_you_mean(CLI::App& app) {
   return "unknown command '" + word + "' for '" + where + "'; did you mean '" + closest + "'?";
 }
 
-// c10::Error::what() carries a C++ backtrace; a user needs the message only.
-std::string message_of(const std::exception& error) {
-  if (const auto* torch_error = dynamic_cast<const c10::Error*>(&error)) {
-    return torch_error->what_without_backtrace();
-  }
-  return error.what();
-}
-
 std::string command_line(int argc, char** argv) {
   std::string line;
   for (int i = 0; i < argc; ++i) line += (i ? " " : "") + std::string(argv[i]);
@@ -94,22 +83,6 @@ std::vector<pid_t> g_ranks;
 
 extern "C" void forward_termination(int) {
   for (const pid_t pid : g_ranks) ::kill(pid, SIGTERM);
-}
-
-// A TCP port on the loopback no one listens on now (the kernel's choice), for the rendezvous.
-int free_loopback_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    if (fd >= 0) ::close(fd);
-    throw std::runtime_error("no free TCP port on 127.0.0.1 for the ranks to meet");
-  }
-  ::close(fd);
-  return ntohs(address.sin_port);
 }
 
 // --world-size N: the same command line (without --world-size) as N processes, ranks 0..N-1
@@ -129,7 +102,7 @@ int launch_local_ranks(int argc, char** argv, int world_size) {
   std::vector<char*> child_argv;
   for (std::string& word : arguments) child_argv.push_back(word.data());
   child_argv.push_back(nullptr);
-  const std::string port = std::to_string(free_loopback_port());
+  const std::string port = std::to_string(train::free_loopback_port());
   for (int rank = 0; rank < world_size; ++rank) {
     const pid_t pid = ::fork();
     if (pid < 0) throw std::runtime_error("cannot start rank " + std::to_string(rank));

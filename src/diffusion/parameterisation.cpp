@@ -53,6 +53,16 @@ TrainingExample make_training_example(const NoiseSchedule& schedule, const torch
   return {schedule.add_noise(x0, noise, t), t, noise};
 }
 
+TrainingExample example_rows(const TrainingExample& whole, int64_t begin, int64_t end) {
+  const int64_t batch = whole.x_t.size(0);
+  if (begin < 0 || end <= begin || end > batch) {
+    throw std::invalid_argument("example_rows: rows " + std::to_string(begin) + ".." +
+                                std::to_string(end) + " of a batch of " + std::to_string(batch));
+  }
+  const auto rows = [&](const torch::Tensor& t) { return t.narrow(0, begin, end - begin); };
+  return {rows(whole.x_t), rows(whole.t), rows(whole.noise)};
+}
+
 // The weight is uniform over t, so the schedule is not needed here.
 torch::Tensor diffusion_loss(const NoiseSchedule& /*schedule*/, Prediction prediction,
                              const torch::Tensor& output, const TrainingExample& example,

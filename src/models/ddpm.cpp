@@ -47,17 +47,10 @@ torch::Tensor training_loss(Model& model, const torch::Tensor& x0, at::Generator
 
 torch::Tensor training_loss(Model& model, const torch::Tensor& x0_in, at::Generator generator,
                             int64_t begin, int64_t end) {
-  if (begin < 0 || end <= begin || end > x0_in.size(0)) {
-    throw std::invalid_argument("training_loss: rows " + std::to_string(begin) + ".." +
-                                std::to_string(end) + " of a batch of " +
-                                std::to_string(x0_in.size(0)));
-  }
-  // t and the noise of the whole batch, so that each row gets what it gets in a whole-batch step.
-  const diffusion::TrainingExample whole =
-      diffusion::make_training_example(model.schedule, x0_in, /*antithetic=*/false, generator);
-  const auto rows = [&](const torch::Tensor& t) { return t.narrow(0, begin, end - begin); };
-  const diffusion::TrainingExample example{rows(whole.x_t), rows(whole.t), rows(whole.noise)};
-  const torch::Tensor x0 = rows(x0_in);
+  const diffusion::TrainingExample example = diffusion::example_rows(
+      diffusion::make_training_example(model.schedule, x0_in, /*antithetic=*/false, generator),
+      begin, end);
+  const torch::Tensor x0 = x0_in.narrow(0, begin, end - begin);
   const torch::Tensor output = model.net(example.x_t, example.t, &generator);
   // diffusion_loss sums over each image; per pixel keeps the scale independent of image size.
   const double pixels = static_cast<double>(x0[0].numel());
@@ -171,22 +164,13 @@ train::LoopResult train(Model& model, Model& averaged, const torch::Tensor& imag
     for (int64_t& index : indices) index = pick(rng);
     return data.index_select(0, torch::tensor(indices));
   };
-  task.loss = [&](int64_t, std::mt19937_64& rng, at::Generator& noise) {
-    return training_loss(model, draw_batch(rng), noise);
+  train::check_even_split(options.batch, options.ranks);
+  // Dropout masks are drawn for the shard's rows: with dropout, ranks train on other masks than
+  // one process would (without it, on the same numbers).
+  task.shard_loss = [&](int64_t, std::mt19937_64& rng, at::Generator& noise, train::Shard shard) {
+    return training_loss(model, draw_batch(rng), noise, shard.begin(options.batch),
+                         shard.end(options.batch));
   };
-  if (options.ranks && options.ranks->size() > 1) {
-    if (options.batch % options.ranks->size() != 0) {
-      throw std::invalid_argument("--batch " + std::to_string(options.batch) +
-                                  " does not split evenly over " +
-                                  std::to_string(options.ranks->size()) + " ranks");
-    }
-    // Dropout masks are drawn for the rank's rows: with dropout the ranks train on other masks
-    // than one process would (without it, on the same numbers).
-    task.shard_loss = [&](int64_t, std::mt19937_64& rng, at::Generator& noise, train::Shard shard) {
-      return training_loss(model, draw_batch(rng), noise, shard.begin(options.batch),
-                           shard.end(options.batch));
-    };
-  }
   if (held_out != nullptr) {
     task.validate = [&averaged, held_out] {
       return nlohmann::json{{"valid_loss", held_out_loss(averaged, *held_out)}};

@@ -390,18 +390,15 @@ torch::Tensor training_loss(Gsdm model, const diffusion::NoiseSchedule& schedule
 torch::Tensor training_loss(Gsdm model, const diffusion::NoiseSchedule& schedule,
                             const torch::Tensor& x0_in, const torch::Tensor& observed_nodes_in,
                             at::Generator generator, int64_t begin, int64_t end) {
-  if (begin < 0 || end <= begin || end > x0_in.size(0)) {
-    throw std::invalid_argument("training_loss: rows " + std::to_string(begin) + ".." +
-                                std::to_string(end) + " of a batch of " +
-                                std::to_string(x0_in.size(0)));
-  }
   const torch::Device device = device_of(*model);
-  // t and the noise of the whole batch, so that each row gets what it gets in a whole-batch step.
-  const diffusion::TrainingExample whole = diffusion::make_training_example(
-      schedule, x0_in.to(device), /*antithetic=*/true, std::move(generator));
-  const auto rows = [&](const torch::Tensor& t) { return t.narrow(0, begin, end - begin); };
-  const diffusion::TrainingExample example{rows(whole.x_t), rows(whole.t), rows(whole.noise)};
-  const torch::Tensor x0 = rows(x0_in).to(device), observed_nodes = rows(observed_nodes_in).to(device);
+  const diffusion::TrainingExample example = diffusion::example_rows(
+      diffusion::make_training_example(schedule, x0_in.to(device), /*antithetic=*/true,
+                                       std::move(generator)),
+      begin, end);
+  const auto rows = [&](const torch::Tensor& t) {
+    return t.narrow(0, begin, end - begin).to(device);
+  };
+  const torch::Tensor x0 = rows(x0_in), observed_nodes = rows(observed_nodes_in);
   torch::Tensor output = conditioned_model(model, observed_nodes, x0)(example.x_t, example.t);
   torch::Tensor latent = (~model->layout().expand_node_mask(observed_nodes)).to(x0.scalar_type());
   return diffusion::diffusion_loss(schedule, diffusion::Prediction::x0, output, example, x0, latent);

@@ -28,25 +28,13 @@ TrainingResult train(Gsdm model, Gsdm ema_model, const diffusion::NoiseSchedule&
   train::LoopTask task;
   task.model = model.get();
   task.ema_model = ema_model.get();
-  task.loss = [&](int64_t, std::mt19937_64& rng, at::Generator& noise) {
+  train::check_even_split(options.batch, options.ranks);
+  task.shard_loss = [&](int64_t, std::mt19937_64& rng, at::Generator& noise, train::Shard shard) {
     TrainingBatch batch = problem.make_batch(options.batch, rng);
     model->use_structure(batch.structure ? batch.structure : model->home_structure());
-    return training_loss(model, schedule, batch.x0, batch.observed, noise);
+    return training_loss(model, schedule, batch.x0, batch.observed, noise,
+                         shard.begin(options.batch), shard.end(options.batch));
   };
-  if (options.ranks && options.ranks->size() > 1) {
-    if (options.batch % options.ranks->size() != 0) {
-      throw std::invalid_argument("--batch " + std::to_string(options.batch) +
-                                  " does not split evenly over " +
-                                  std::to_string(options.ranks->size()) + " ranks");
-    }
-    task.shard_loss = [&](int64_t, std::mt19937_64& rng, at::Generator& noise,
-                          train::Shard shard) {
-      TrainingBatch batch = problem.make_batch(options.batch, rng);
-      model->use_structure(batch.structure ? batch.structure : model->home_structure());
-      return training_loss(model, schedule, batch.x0, batch.observed, noise,
-                           shard.begin(options.batch), shard.end(options.batch));
-    };
-  }
   if (problem.validate) task.validate = [&] { return problem.validate(ema_model); };
   task.stop_after = problem.stop_after;
   task.metadata = problem.metadata;

@@ -21,6 +21,7 @@
 #include "structdiff/model_tensors.h"
 #include "structdiff/runtime.h"
 #include "structdiff/train.h"
+#include "util/text.h"
 #include "util/build_info.h"
 
 namespace structdiff::train {
@@ -45,14 +46,6 @@ struct RunDescription {
 RunDescription& run_description() {
   static RunDescription description;
   return description;
-}
-
-// c10::Error::what() carries a C++ backtrace; users need only the message.
-std::string message_of(const std::exception& error) {
-  if (const auto* torch_error = dynamic_cast<const c10::Error*>(&error)) {
-    return torch_error->what_without_backtrace();
-  }
-  return error.what();
 }
 
 // Strings go in as uint8 tensors: archives store IValue strings differently across libtorch

@@ -175,7 +175,7 @@ torch::Tensor epoch_order(int64_t count, uint64_t seed, int64_t epoch) {
 }
 
 LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64_t data_seed) {
-  if (task.model == nullptr || task.ema_model == nullptr || !task.loss) {
+  if (task.model == nullptr || task.ema_model == nullptr || (!task.loss && !task.shard_loss)) {
     throw std::invalid_argument("run_training needs a model, an EMA model and a loss");
   }
   check_loop_options(options);
@@ -261,9 +261,10 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
       static_cast<torch::optim::AdamWOptions&>(group.options()).lr(rate);
     }
     optimizer.zero_grad();
-    torch::Tensor loss = ranks == nullptr
-                             ? task.loss(step, rng, noise)
-                             : task.shard_loss(step, rng, noise, Shard{ranks->rank(), ranks->size()});
+    torch::Tensor loss =
+        task.shard_loss ? task.shard_loss(step, rng, noise,
+                                          ranks ? Shard{ranks->rank(), ranks->size()} : Shard{})
+                        : task.loss(step, rng, noise);
     double value = loss.item<double>();
     if (ranks == nullptr) stop_unless_finite("loss", value);
     loss.backward();

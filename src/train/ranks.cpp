@@ -3,6 +3,11 @@
 // and the address, not Gloo's own text alone.
 #include "structdiff/ranks.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <map>
 #include <stdexcept>
@@ -13,6 +18,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
+
+#include "util/text.h"
 
 namespace structdiff::train {
 
@@ -25,13 +32,6 @@ struct Ranks::Group {
 namespace {
 
 constexpr int64_t kBucketBytes = 25 << 20;
-
-std::string message_of(const std::exception& error) {
-  if (const auto* torch_error = dynamic_cast<const c10::Error*>(&error)) {
-    return torch_error->what_without_backtrace();
-  }
-  return error.what();
-}
 
 }  // namespace
 
@@ -168,6 +168,28 @@ void Ranks::broadcast(const std::vector<torch::Tensor>& tensors) {
                                ": receiving rank 0's weights failed (" + message_of(error) + ")");
     }
     if (!t.is_contiguous()) t.copy_(buffer[0]);
+  }
+}
+
+int free_loopback_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error("no free TCP port on 127.0.0.1 for the ranks to meet");
+  }
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+void check_even_split(int64_t batch, const std::shared_ptr<Ranks>& ranks) {
+  if (ranks && batch % ranks->size() != 0) {
+    throw std::invalid_argument("--batch " + std::to_string(batch) + " does not split evenly over " +
+                                std::to_string(ranks->size()) + " ranks");
   }
 }
 

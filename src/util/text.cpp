@@ -2,13 +2,23 @@
 
 #include <algorithm>
 
+#include <c10/util/Exception.h>
+
 namespace structdiff {
+
+std::string message_of(const std::exception& error) {
+  if (const auto* torch_error = dynamic_cast<const c10::Error*>(&error)) {
+    return torch_error->what_without_backtrace();
+  }
+  return error.what();
+}
 
 std::string shape_text(c10::ArrayRef<int64_t> shape) {
   std::string text = "(";
   for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
   return text + ")";
 }
+
 namespace {
 
 // Optimal string alignment distance (Damerau-Levenshtein without repeated edits of a substring).

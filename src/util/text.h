@@ -2,12 +2,16 @@
 // keys), and UTF-8 sequences for naming characters in user text.
 #pragma once
 
+#include <exception>
 #include <string>
 #include <vector>
 
 #include <c10/util/ArrayRef.h>
 
 namespace structdiff {
+
+// An exception's message for users: c10::Error's without the C++ backtrace its what() carries.
+std::string message_of(const std::exception& error);
 
 // A tensor shape for messages: "(2, 1, 28, 28)".
 std::string shape_text(c10::ArrayRef<int64_t> shape);
