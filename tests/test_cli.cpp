@@ -13,6 +13,7 @@
 #include "structdiff/datasets.h"
 #include "structdiff/gsdm_problems.h"
 #include "support/cli.h"
+#include "support/data.h"
 
 namespace {
 
@@ -685,7 +686,7 @@ TEST(Cli, SizesBeyondTheMachineAreRefusedBeforeAllocating) {
     std::string args, message;
   };
   for (const Case& c : std::vector<Case>{
-           {"pattern --builder full --tokens 100000", "a full pattern of 10000000000 entries needs 80.0 GB of memory"},
+           {"pattern --builder full --tokens 10000000", "a full pattern of 100000000000000 entries needs 800000.0 GB of memory"},
            {"difformer train --dataset csbm --nodes 1000000000 --epochs 1", "a CSBM graph of 1000000000 nodes needs"},
            {"ddpm sample --model " + std::string(STRUCTDIFF_SOURCE_DIR) + "/models/ddpm-fashion-mnist.pt --count 1000000000 --out " + temp_path("huge.png"),
             "1000000000 images in batches of"},
@@ -766,6 +767,7 @@ TEST(Cli, TracformerTrainEvalInfill) {
 std::string mnist_dir() { return std::string(STRUCTDIFF_SOURCE_DIR) + "/data/mnist"; }
 
 TEST(Cli, UnnTrainEvalGenerate) {
+  SKIP_WITHOUT_DATA(mnist_dir() + "/train-images-idx3-ubyte.gz");
   const std::string model = temp_path("unn.pt"), json = temp_path("unn.json");
   const std::string grid = temp_path("unn.png"), generated = temp_path("unn-gen.json");
   Result r = run("unn train --task mnist-conv --iterations 2 --schedule forward-backward --gamma 0.1 "
@@ -837,6 +839,7 @@ TEST(Cli, UnnAttentionAndParseTasks) {
 }
 
 TEST(Cli, UnnBadInputIsNamed) {
+  SKIP_WITHOUT_DATA(mnist_dir() + "/train-images-idx3-ubyte.gz");
   const std::string model = temp_path("unn-bad.pt"), grid = temp_path("bad.png");
   ASSERT_EQ(run("unn train --iterations 2 --untied --train-steps 1 --data-dir " + mnist_dir() +
                 " --out " + model).exit_code, 0);

@@ -13,6 +13,7 @@
 
 #include "structdiff/conv_unn.h"
 #include "structdiff/images.h"
+#include "support/data.h"
 #include "support/expect_throw.h"
 #include "support/modules.h"
 #include "support/temporary_files.h"
@@ -21,6 +22,8 @@ namespace unn = structdiff::unn;
 using unn::Schedule;
 
 namespace {
+
+const std::string kMnistDir = std::string(STRUCTDIFF_SOURCE_DIR) + "/data/mnist";
 
 int64_t parameter_count(torch::nn::Module& module) {
   int64_t count = 0;
@@ -48,7 +51,7 @@ Weights weights_of(unn::ConvUnn& model) {
 
 structdiff::data::ImageDataset small_mnist(int64_t count, structdiff::data::ImageSplit split) {
   auto data = structdiff::data::load_image_dataset(
-      "mnist", split, std::string(STRUCTDIFF_SOURCE_DIR) + "/data/mnist");
+      "mnist", split, kMnistDir);
   data.images = data.images.narrow(0, 0, count);
   data.labels = data.labels.narrow(0, 0, count);
   return data;
@@ -109,6 +112,7 @@ TEST(ConvUnn, BlockUpdatesNeverRaiseTheEnergy) {
 }
 
 TEST(ConvUnn, LearnsMnistInAFewSteps) {
+  SKIP_WITHOUT_DATA(kMnistDir + "/train-images-idx3-ubyte.gz");
   const auto train = small_mnist(1200, structdiff::data::ImageSplit::train);
   const unn::ImageSplits splits = unn::split_off_dev(train, 200);
   unn::ConvUnnConfig config;
@@ -132,6 +136,7 @@ TEST(ConvUnn, LearnsMnistInAFewSteps) {
 }
 
 TEST(ConvUnn, ResumedTrainingIsBitExact) {
+  SKIP_WITHOUT_DATA(kMnistDir + "/train-images-idx3-ubyte.gz");
   const auto train = small_mnist(300, structdiff::data::ImageSplit::train);
   const unn::ImageSplits splits = unn::split_off_dev(train, 100);
   TemporaryDirectory scratch;
@@ -173,6 +178,7 @@ TEST(ConvUnn, ModelFileRoundTrip) {
 }
 
 TEST(ConvUnn, BadInputNamesTheProblem) {
+  SKIP_WITHOUT_DATA(kMnistDir + "/train-images-idx3-ubyte.gz");
   unn::ConvUnnConfig config;
   config.iterations = 0;
   EXPECT_THROW_WITH(unn::ConvUnn{config}, std::invalid_argument,

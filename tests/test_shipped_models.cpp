@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/cli.h"
+#include "support/data.h"
 
 namespace {
 
@@ -66,9 +67,7 @@ TEST(ShippedModels, TheSortingGsdmSortsWithTheGenericCommands) {
 // The first test crops of the recorded evaluation (200 crops; masks are drawn crop by crop, so
 // the first 8 of a shorter run see the same masks) give the recorded bits, crop by crop.
 TEST(ShippedModels, TheTracformerGivesItsRecordedBitsPerCrop) {
-  if (!std::filesystem::exists(kSource + "/data/kjv/kjv.txt")) {
-    GTEST_SKIP() << "data/kjv/kjv.txt is missing (scripts/setup.sh prepares it)";
-  }
+  SKIP_WITHOUT_DATA(kSource + "/data/kjv/kjv.txt");
   const nlohmann::json recorded = read_json(kSource + "/docs/results/tracformer/kjv-test-p0.5-m8.json");
   const std::string json = temp_path("kjv.json");
   const Result r = run_shell("cd " + kSource + " && " + STRUCTDIFF_BINARY +
@@ -86,9 +85,7 @@ TEST(ShippedModels, TheTracformerGivesItsRecordedBitsPerCrop) {
 
 // The shipped undirected network classifies the MNIST test digits as recorded (97.55 %).
 TEST(ShippedModels, TheConvUnnGivesItsRecordedTestAccuracy) {
-  if (!std::filesystem::exists(kSource + "/data/mnist/t10k-images-idx3-ubyte.gz")) {
-    GTEST_SKIP() << "data/mnist is missing (scripts/setup.sh prepares it)";
-  }
+  SKIP_WITHOUT_DATA(kSource + "/data/mnist/t10k-images-idx3-ubyte.gz");
   const nlohmann::json recorded = read_json(kSource + "/docs/results/unn/a2-k3-eval.json");
   const std::string json = temp_path("unn.json");
   const Result r = run_shell("cd " + kSource + " && " + STRUCTDIFF_BINARY +

@@ -86,7 +86,8 @@ def test_export_writes_files_pytorch_reads_without_structdiff(tmp_path, fmt):
         tensors, header_metadata = read_safetensors(out)
         assert json.loads(header_metadata["structdiff"]) == metadata
     else:
-        document = torch.load(out)
+        # weights_only: the default of torch.load since PyTorch 2.6, and the safe way to load.
+        document = torch.load(out, weights_only=True)
         tensors = document["state_dict"]
         assert json.loads(document["metadata"]) == metadata
     assert set(tensors) == set(expected)

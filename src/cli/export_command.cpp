@@ -1,7 +1,8 @@
 // `structdiff export`: a model file's weights in formats any PyTorch user loads without
 // structdiff. safetensors: the JSON header written with nlohmann-json, the tensors' bytes after
 // it; the file's metadata (kind, configuration, provenance) under "__metadata__". torch: a dict
-// {"state_dict": {name: tensor}, "metadata": JSON text} that torch.load reads.
+// {"state_dict": {name: tensor}, "metadata": JSON text} that torch.load reads, also with
+// weights_only=True (its default since PyTorch 2.6).
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -10,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include <caffe2/serialize/inline_container.h>
 #include <nlohmann/json.hpp>
-#include <torch/serialize.h>
+#include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/torch.h>
 
 #include "cli/command.h"
@@ -67,8 +70,25 @@ std::string torch_bytes(const train::ModelTensors& model) {
   c10::impl::GenericDict document(c10::StringType::get(), c10::AnyType::get());
   document.insert("state_dict", state_dict);
   document.insert("metadata", model.metadata.dump());
-  const std::vector<char> bytes = torch::pickle_save(document);
-  return std::string(bytes.begin(), bytes.end());
+  // torch::pickle_save tags each dict with its element types through a global that torch.load's
+  // weights-only unpickler refuses; the same archive without the tags is a plain pickled dict.
+  std::string pickle;
+  torch::jit::Pickler pickler(
+      [&](const char* data, size_t size) { pickle.append(data, size); },
+      /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
+      /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(document);
+  pickler.stop();
+  std::string bytes;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) {
+    bytes.append(static_cast<const char*>(data), size);
+    return size;
+  });
+  torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(),
+                                     writer);
+  writer.writeEndOfFile();
+  return bytes;
 }
 
 void run_export(const ExportCommand& c) {

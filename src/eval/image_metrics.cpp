@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include <torch/linalg.h>  // not part of torch/torch.h in libtorch 2.x
 #include <torch/torch.h>
 
 #include "structdiff/image_metrics.h"
@@ -28,7 +27,7 @@ torch::Tensor batched(Classifier& model, const torch::Tensor& images, Compute co
 
 // The symmetric square root of a symmetric positive semi-definite matrix.
 torch::Tensor symmetric_sqrt(const torch::Tensor& matrix) {
-  const auto [values, vectors] = torch::linalg::eigh(matrix, "L");
+  const auto [values, vectors] = torch::linalg_eigh(matrix, "L");
   return vectors.matmul(torch::diag(values.clamp_min(0).sqrt())).matmul(vectors.transpose(0, 1));
 }
 
@@ -81,7 +80,7 @@ double frechet_distance(const torch::Tensor& features_a, const torch::Tensor& fe
   const torch::Tensor sqrt_a = symmetric_sqrt(cov_a);
   torch::Tensor product = sqrt_a.matmul(cov_b).matmul(sqrt_a);
   product = (product + product.transpose(0, 1)) / 2;  // exactly symmetric despite round-off
-  const torch::Tensor product_eigenvalues = torch::linalg::eigvalsh(product, "L");
+  const torch::Tensor product_eigenvalues = torch::linalg_eigvalsh(product, "L");
   const double trace_sqrt = product_eigenvalues.clamp_min(0).sqrt().sum().item<double>();
   const double distance = (mean_a - mean_b).square().sum().item<double>() +
                           cov_a.trace().item<double>() + cov_b.trace().item<double>() -

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <random>
 
-#include <torch/linalg.h>  // not part of torch/torch.h in libtorch 2.x
 #include <torch/torch.h>
 
 #include "problems/entries.h"
@@ -56,13 +55,13 @@ TrainingBatch inversion_examples(const graph::GraphicalModel& model, const Probl
                                  int64_t count, std::mt19937_64& rng) {
   const int64_t n = options.size.at(0);
   torch::Tensor A = normal_matrices(count, n, rng);
-  torch::Tensor determinant = torch::linalg::det(A.to(torch::kDouble)).abs();
+  torch::Tensor determinant = torch::linalg_det(A.to(torch::kDouble)).abs();
   while (determinant.lt(1e-9).any().item<bool>()) {
     const torch::Tensor redraw = determinant.lt(1e-9).nonzero().squeeze(1);
     A.index_copy_(0, redraw, normal_matrices(redraw.numel(), n, rng));
-    determinant = torch::linalg::det(A.to(torch::kDouble)).abs();
+    determinant = torch::linalg_det(A.to(torch::kDouble)).abs();
   }
-  const torch::Tensor inverse = torch::linalg::inv(A.to(torch::kDouble)).to(torch::kFloat);
+  const torch::Tensor inverse = torch::linalg_inv(A.to(torch::kDouble)).to(torch::kFloat);
   return examples_of(model, options, A, inverse, torch::eye(n).expand({count, n, n}));
 }
 
