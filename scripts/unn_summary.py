@@ -15,6 +15,7 @@ import re
 import statistics
 import sys
 
+RUN_NAME = re.compile(r"^(.+)-s(\d+)$")
 LAST_LINE = re.compile(r"best development accuracy ([\d.]+)% at step (\d+); "
                        r"test accuracy ([\d.]+)%; (\d+) steps in (\S+)")
 
@@ -35,7 +36,10 @@ def main():
     root = pathlib.Path(sys.argv[1])
     rows, by_cell = [], {}
     for run in sorted(p for p in root.iterdir() if (p / "eval.json").exists()):
-        cell, _, seed = run.name.rpartition("-s")
+        named = RUN_NAME.match(run.name)
+        if named is None:
+            continue
+        cell, seed = named.groups()
         evaluation = json.loads((run / "eval.json").read_text())
         accuracy = 100 * evaluation["accuracy"]
         by_cell.setdefault(cell, []).append(accuracy)
