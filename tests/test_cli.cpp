@@ -108,10 +108,8 @@ TEST(Cli, BenchDifformerWritesJson) {
 }
 
 TEST(Cli, ClassifierEvalOfTheShippedModel) {
-  if (!std::filesystem::exists(std::string(structdiff::data::kFashionMnistDirectory) +
-                               "/t10k-images-idx3-ubyte.gz")) {
-    GTEST_SKIP() << "dataset-fashion-mnist is not installed (scripts/setup.sh installs it)";
-  }
+  SKIP_WITHOUT_DATA(std::string(structdiff::data::kFashionMnistDirectory) +
+                    "/t10k-images-idx3-ubyte.gz");
   const std::string json_path = temp_path("classifier_eval.json");
   Result r = run("--threads 1 classifier eval --model " + std::string(STRUCTDIFF_SOURCE_DIR) +
                  "/models/classifier-fashion-mnist.pt --json " + json_path);
@@ -153,9 +151,8 @@ TEST(Cli, DifformerTrainDatasetDefaults) {
   EXPECT_DOUBLE_EQ(config["weight_decay"].get<double>(), 5e-4);
   EXPECT_EQ(config["value_projection"], false);
 
-  if (!std::ifstream("/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz")) {
-    GTEST_SKIP() << "Fashion-MNIST not installed";
-  }
+  SKIP_WITHOUT_DATA(std::string(structdiff::data::kFashionMnistDirectory) +
+                    "/train-labels-idx1-ubyte.gz");
   const std::string fashion = "--dataset fashion-mnist --pool 100 --labels-per-class 2 "
                               "--validation 20 ";
   config = config_of(fashion);
@@ -171,10 +168,8 @@ TEST(Cli, DifformerTrainDatasetDefaults) {
 }
 
 TEST(Cli, DdpmTrainSampleEvalAndErrors) {
-  if (!std::filesystem::exists(std::string(structdiff::data::kFashionMnistDirectory) +
-                               "/t10k-images-idx3-ubyte.gz")) {
-    GTEST_SKIP() << "dataset-fashion-mnist is not installed (scripts/setup.sh installs it)";
-  }
+  SKIP_WITHOUT_DATA(std::string(structdiff::data::kFashionMnistDirectory) +
+                    "/t10k-images-idx3-ubyte.gz");
   const std::string model = temp_path("ddpm_tiny.pt"), grid = temp_path("ddpm_grid.png"),
                     json_path = temp_path("ddpm_eval.json");
   std::filesystem::remove(model);

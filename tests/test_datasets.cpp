@@ -1,6 +1,5 @@
 // Node-classification data: IDX and Planetoid-style readers on files written here, CSBM
 // homophily, splits, kNN graphs and induced subgraphs.
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -11,13 +10,12 @@
 #include <zlib.h>
 
 #include "structdiff/datasets.h"
+#include "support/data.h"
 #include "support/expect_throw.h"
 #include "support/temporary_files.h"
 
 namespace structdiff::data {
 namespace {
-
-namespace fs = std::filesystem;
 
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
@@ -76,9 +74,7 @@ TEST(ReadIdx, RejectsBadFilesByName) {
 }
 
 TEST(FashionMnist, BalancedPoolWhenInstalled) {
-  if (!fs::exists(std::string(kFashionMnistDirectory) + "/train-images-idx3-ubyte.gz")) {
-    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  }
+  SKIP_WITHOUT_DATA(std::string(kFashionMnistDirectory) + "/train-images-idx3-ubyte.gz");
   const NodeDataset pool = load_fashion_mnist(kFashionMnistDirectory, 200, 1);
   EXPECT_EQ(pool.features.sizes(), (std::vector<int64_t>{200, 784}));
   EXPECT_TRUE(torch::bincount(pool.labels).equal(torch::full({10}, 20, torch::kLong)));

@@ -1,7 +1,6 @@
 // Image datasets: the loader on IDX files written here (valid and damaged), and on the real
 // Fashion-MNIST and MNIST files where they are installed.
 #include <cstdint>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -14,13 +13,12 @@
 
 #include "structdiff/datasets.h"
 #include "structdiff/images.h"
+#include "support/data.h"
 #include "support/expect_throw.h"
 #include "support/temporary_files.h"
 
 namespace structdiff::data {
 namespace {
-
-namespace fs = std::filesystem;
 
 // An IDX header for unsigned bytes with the given dimensions, followed by `data`.
 std::vector<uint8_t> idx(const std::vector<uint32_t>& dims, const std::vector<uint8_t>& data) {
@@ -169,9 +167,7 @@ void expect_all_classes(const ImageDataset& dataset, int64_t size) {
 }
 
 TEST(ImageDataset, FashionMnistTestSplitWhenInstalled) {
-  if (!fs::exists(std::string(kFashionMnistDirectory) + "/t10k-images-idx3-ubyte.gz")) {
-    GTEST_SKIP() << "dataset-fashion-mnist is not installed (scripts/setup.sh installs it)";
-  }
+  SKIP_WITHOUT_DATA(std::string(kFashionMnistDirectory) + "/t10k-images-idx3-ubyte.gz");
   const ImageDataset test = load_image_dataset("fashion-mnist", ImageSplit::test);
   EXPECT_EQ(test.name, "fashion-mnist");
   expect_all_classes(test, 10000);
@@ -180,9 +176,7 @@ TEST(ImageDataset, FashionMnistTestSplitWhenInstalled) {
 
 TEST(ImageDataset, MnistSplitsWhenConverted) {
   const std::string directory = std::string(STRUCTDIFF_SOURCE_DIR) + "/data/mnist";
-  if (!fs::exists(directory + "/t10k-labels-idx1-ubyte.gz")) {
-    GTEST_SKIP() << directory << " does not exist: scripts/setup.sh converts MNIST into it";
-  }
+  SKIP_WITHOUT_DATA(directory + "/t10k-labels-idx1-ubyte.gz");
   const ImageDataset train = load_image_dataset("mnist", ImageSplit::train, directory);
   const ImageDataset test = load_image_dataset("mnist", ImageSplit::test, directory);
   expect_all_classes(train, 8000);
