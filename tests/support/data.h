@@ -7,7 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#define SKIP_WITHOUT_DATA(path)                                                      \
-  if (!std::filesystem::exists(path)) {                                              \
-    GTEST_SKIP() << std::string(path) << " is missing (scripts/setup.sh prepares it)"; \
+#define SKIP_WITHOUT_DATA(path)                                                  \
+  if (const std::string required_data = (path);                                  \
+      !std::filesystem::exists(required_data)) {                                 \
+    GTEST_SKIP() << required_data << " is missing (scripts/setup.sh prepares it)"; \
   }
