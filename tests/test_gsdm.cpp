@@ -108,6 +108,59 @@ TEST(Gsdm, SparseGatherAndDenseMaskedAgree) {
   EXPECT_TRUE(torch::allclose(sparse->forward(x, t, observed), gather->forward(x, t, observed), 1e-4, 1e-5));
 }
 
+// The reference's unscaled scores equal scaled ones with the queries multiplied by sqrt(head_dim).
+TEST(Gsdm, UnscaledAttentionIsScaledAttentionWithLargerQueries) {
+  const auto graph = sudoku::graphical_model(2);
+  GsdmConfig c = small_config();
+  torch::manual_seed(3);
+  Gsdm scaled(graph, c);
+  c.attention_scaling = Scaling::none;
+  torch::manual_seed(3);
+  Gsdm unscaled(graph, c);
+  torch::NoGradGuard no_grad;
+  const double root = std::sqrt(static_cast<double>(c.dim / c.heads));
+  for (auto& item : scaled->named_parameters()) {
+    if (item.key().find(".qkv.") != std::string::npos) item.value().narrow(0, 0, c.dim).mul_(root);
+  }
+  torch::Tensor x = torch::randn({3, 64}), t = torch::randint(1000, {3});
+  torch::Tensor observed = torch::rand({3, 16}) < 0.3;
+  const torch::Tensor a = scaled->forward(x, t, observed), b = unscaled->forward(x, t, observed);
+  EXPECT_TRUE(torch::allclose(a, b, 1e-4, 1e-5)) << (a - b).abs().max().item<double>();
+  for (auto& item : scaled->named_parameters()) {
+    if (item.key().find(".qkv.") != std::string::npos) item.value().narrow(0, 0, c.dim).div_(root * root);
+  }
+  EXPECT_FALSE(torch::allclose(scaled->forward(x, t, observed), b, 1e-4, 1e-5));
+  EXPECT_THROW_WITH(parse_attention_scaling("sqrt"), std::invalid_argument,
+                    "unknown attention scaling 'sqrt' (known: inverse-sqrt-dim, none)");
+}
+
+// Without the output norm the last attention block feeds the output projections, as in the
+// reference; the switches travel with the configuration, and older files get the defaults.
+TEST(Gsdm, ReferenceSwitchesTravelWithTheConfiguration) {
+  const auto graph = sudoku::graphical_model(2);
+  GsdmConfig c = small_config();
+  const auto count_parameters = [&graph](const GsdmConfig& config) {
+    int64_t count = 0;
+    for (const torch::Tensor& p : Gsdm(graph, config)->parameters()) count += p.numel();
+    return count;
+  };
+  const int64_t with_norm = count_parameters(c);
+  c.output_norm = false;
+  c.attention_scaling = Scaling::none;
+  EXPECT_EQ(count_parameters(c), with_norm - 2 * c.dim);
+  nlohmann::json j = c;
+  EXPECT_EQ(j.at("attention_scaling"), "none");
+  EXPECT_EQ(j.at("output_norm"), false);
+  const GsdmConfig back = j.get<GsdmConfig>();
+  EXPECT_EQ(back.attention_scaling, Scaling::none);
+  EXPECT_FALSE(back.output_norm);
+  j.erase("attention_scaling");
+  j.erase("output_norm");
+  const GsdmConfig old = j.get<GsdmConfig>();
+  EXPECT_EQ(old.attention_scaling, Scaling::inverse_sqrt_dim);
+  EXPECT_TRUE(old.output_norm);
+}
+
 // Permuting columns within a stack leaves the Sudoku mask and the EE groups unchanged, so the
 // model is equivariant to it (Theorem 3.1).
 TEST(Gsdm, EmbeddingSharingGivesEquivariance) {

@@ -32,6 +32,12 @@ struct GsdmConfig {
   int64_t heads = 8;
   EmbeddingKind embedding = EmbeddingKind::array;
   NormKind norm = NormKind::token;
+  // The reference scales attention scores by 1/sqrt(head_dim) only on its dense path; `none`
+  // reproduces its sparse path.
+  Scaling attention_scaling = Scaling::inverse_sqrt_dim;
+  // norm -> swish before the output projections (the project's choice); false: straight from the
+  // last attention block, as the reference does.
+  bool output_norm = true;
   // sparse: the graphical model's mask with the fused kernel; gather: the same mask, packed;
   // dense: no mask at all (the unstructured baseline on the same code path).
   Mechanism attention = Mechanism::sparse;
@@ -44,6 +50,8 @@ void to_json(nlohmann::json& j, const GsdmConfig& config);
 void from_json(const nlohmann::json& j, GsdmConfig& config);
 EmbeddingKind parse_embedding(const std::string& name);  // "IE" | "AE" | "EE"
 NormKind parse_norm(const std::string& name);            // "token" | "group"
+Scaling parse_attention_scaling(const std::string& name);  // "inverse-sqrt-dim" | "none"
+std::string attention_scaling_name(Scaling scaling);
 
 // Where each node's values sit in the flat state.
 struct StateLayout {
@@ -130,7 +138,7 @@ class GsdmImpl : public torch::nn::Module {
   torch::nn::Linear time_in_{nullptr}, time_out_{nullptr};
   std::vector<std::shared_ptr<ResBlockImpl>> res_blocks_;
   std::vector<std::shared_ptr<AttentionBlockImpl>> attention_blocks_;
-  std::shared_ptr<TokenNormImpl> final_norm_;
+  std::shared_ptr<TokenNormImpl> final_norm_;  // null without output_norm
 };
 TORCH_MODULE(Gsdm);
 

@@ -8,6 +8,8 @@ gsdm::GsdmConfig GsdmModelOptions::config() const {
   gsdm::GsdmConfig config = model;
   config.embedding = gsdm::parse_embedding(embedding);
   config.norm = gsdm::parse_norm(norm);
+  config.attention_scaling = gsdm::parse_attention_scaling(attention_scaling);
+  config.output_norm = output_head == "norm";
   config.attention = parse_mechanism(attention);
   config.mask.rule = graph::parse_mask_rule(mask);
   return config;
@@ -29,6 +31,17 @@ std::vector<CLI::Option*> add_gsdm_model_options(CLI::App& command, GsdmModelOpt
   for (CLI::Option* option : architecture) option->capture_default_str();
   command.add_option("--norm", o.norm, "token (faithful) or group (reference)")
       ->check(CLI::IsMember({"token", "group"}))
+      ->capture_default_str();
+  command
+      .add_option("--attention-scaling", o.attention_scaling,
+                  "attention scores times 1/sqrt(head dim) (inverse-sqrt-dim), or unscaled (none, "
+                  "the reference's sparse path)")
+      ->check(CLI::IsMember({"inverse-sqrt-dim", "none"}))
+      ->capture_default_str();
+  command
+      .add_option("--output-head", o.output_head,
+                  "norm (norm and swish before the output projections) or plain (the reference)")
+      ->check(CLI::IsMember({"norm", "plain"}))
       ->capture_default_str();
   command
       .add_option("--attention", o.attention,

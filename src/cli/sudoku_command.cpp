@@ -146,13 +146,15 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
   for (int percent : {20, 50, 80}) {
     report("observed " + std::to_string(percent) + "%", random_puzzles(cells * percent / 100));
   }
-  if (c.unique && trained.n == 3) {
+  auto unique_puzzles = [&](int min_givens, int max_givens) {
     std::vector<sudoku::Grid> puzzles;
     for (int64_t i = 0; i < c.count; ++i) {
-      puzzles.push_back(sudoku::make_unique_puzzle(sudoku::generate_solution(3, rng, grids), 25, 35, rng));
+      puzzles.push_back(sudoku::make_unique_puzzle(sudoku::generate_solution(3, rng, grids),
+                                                   min_givens, max_givens, rng));
     }
-    report("unique, 25-35 givens", puzzles);
-  }
+    return puzzles;
+  };
+  if (c.unique && trained.n == 3) report("unique, 25-35 givens", unique_puzzles(25, 35));
   // Diversity: distinct valid solutions among samples for one lightly constrained puzzle.
   const sudoku::Grid puzzle = random_puzzles(trained.n == 3 ? 16 : cells / 5).front();
   const std::vector<sudoku::Grid> samples = sudoku::solve(
@@ -169,6 +171,8 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
               distinct.size(), static_cast<long>(valid), static_cast<long>(samples.size()));
   rows.push_back({{"setting", "diversity"}, {"samples", samples.size()}, {"valid", valid},
                   {"distinct_valid", distinct.size()}});
+  // Drawn last, so that the puzzles above stay those of earlier evaluations with the same seed.
+  if (c.unique && trained.n == 3) report("unique, 26-45 givens", unique_puzzles(26, 45));
   if (!c.json_path.empty()) write_json_file(c.json_path, rows);
 }
 

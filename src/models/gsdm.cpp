@@ -28,6 +28,17 @@ NormKind parse_norm(const std::string& name) {
   throw std::invalid_argument("unknown norm '" + name + "' (known: token, group)");
 }
 
+Scaling parse_attention_scaling(const std::string& name) {
+  if (name == "inverse-sqrt-dim") return Scaling::inverse_sqrt_dim;
+  if (name == "none") return Scaling::none;
+  throw std::invalid_argument("unknown attention scaling '" + name +
+                              "' (known: inverse-sqrt-dim, none)");
+}
+
+std::string attention_scaling_name(Scaling scaling) {
+  return scaling == Scaling::none ? "none" : "inverse-sqrt-dim";
+}
+
 namespace {
 const char* embedding_name(EmbeddingKind kind) {
   switch (kind) {
@@ -45,6 +56,8 @@ void to_json(nlohmann::json& j, const GsdmConfig& c) {
        {"heads", c.heads},
        {"embedding", embedding_name(c.embedding)},
        {"norm", c.norm == NormKind::token ? "token" : "group"},
+       {"attention_scaling", attention_scaling_name(c.attention_scaling)},
+       {"output_norm", c.output_norm},
        {"attention", mechanism_name(c.attention)},
        {"mask", graph::mask_rule_name(c.mask.rule)},
        {"mask_seed", c.mask.seed}};
@@ -56,6 +69,10 @@ void from_json(const nlohmann::json& j, GsdmConfig& c) {
   c.heads = j.at("heads").get<int64_t>();
   c.embedding = parse_embedding(j.at("embedding").get<std::string>());
   c.norm = parse_norm(j.at("norm").get<std::string>());
+  // Model files written before these two switches have the project's defaults.
+  c.attention_scaling =
+      parse_attention_scaling(j.value("attention_scaling", std::string("inverse-sqrt-dim")));
+  c.output_norm = j.value("output_norm", true);
   c.attention = parse_mechanism(j.at("attention").get<std::string>());
   // Model files written before the mask ablations have the standard mask.
   c.mask.rule = graph::parse_mask_rule(j.value("mask", std::string("standard")));
@@ -136,7 +153,8 @@ class ResBlockImpl : public torch::nn::Module {
 // norm -> q, k, v -> (structured) attention -> output projection -> residual.
 class AttentionBlockImpl : public torch::nn::Module {
  public:
-  AttentionBlockImpl(int64_t dim, int64_t heads, NormKind norm, Mechanism mechanism)
+  AttentionBlockImpl(int64_t dim, int64_t heads, NormKind norm, Mechanism mechanism,
+                     Scaling scaling)
       : heads_(heads),
         norm_(register_module("norm", std::make_shared<TokenNormImpl>(norm, dim))),
         qkv_(register_module("qkv", torch::nn::Linear(dim, 3 * dim))),
@@ -144,6 +162,7 @@ class AttentionBlockImpl : public torch::nn::Module {
     AttentionConfig config;
     config.mechanism = mechanism;
     config.head_dim = dim / heads;
+    config.scaling = scaling;
     attention_ = register_module("attention", Attention(config));
   }
 
@@ -301,9 +320,12 @@ GsdmImpl::GsdmImpl(const graph::GraphicalModel& model, GsdmConfig config)
                                           std::make_shared<ResBlockImpl>(dim, config_.norm)));
     attention_blocks_.push_back(register_module(
         "attn" + std::to_string(i),
-        std::make_shared<AttentionBlockImpl>(dim, config_.heads, config_.norm, config_.attention)));
+        std::make_shared<AttentionBlockImpl>(dim, config_.heads, config_.norm, config_.attention,
+                                             config_.attention_scaling)));
   }
-  final_norm_ = register_module("final_norm", std::make_shared<TokenNormImpl>(config_.norm, dim));
+  if (config_.output_norm) {
+    final_norm_ = register_module("final_norm", std::make_shared<TokenNormImpl>(config_.norm, dim));
+  }
 }
 
 std::shared_ptr<GsdmStructure> GsdmImpl::structure_for(const graph::GraphicalModel& model) const {
@@ -358,7 +380,7 @@ torch::Tensor GsdmImpl::forward(const torch::Tensor& x_t, const torch::Tensor& t
     h = res_blocks_[i]->forward(h, time_embedding, node_embedding);
     h = attention_blocks_[i]->forward(h, s.pattern_batch.get());
   }
-  h = torch::silu(final_norm_->forward(h));
+  if (final_norm_) h = torch::silu(final_norm_->forward(h));
   torch::Tensor out = torch::zeros({batch, s.layout.width}, x_t.options());
   for (const ArityGroup& group : s.groups) {
     torch::Tensor prediction = output_proj_[group.projection]->as<torch::nn::Linear>()->forward(

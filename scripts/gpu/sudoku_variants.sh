@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# On a GPU machine, in one call of the device tool: trains GSDM Sudoku variants side by side on the
+# one GPU, each one change away from the shipped recipe (issue 19's "one change at a time"), for
+# the same wall-clock, then evaluates every model on the same puzzles. Results in $OUT/variants.
+#
+# The learning rate decays (cosine) to zero at the last step a run will reach: a 30 s first leg
+# measures each run's steps/s, then each resumes from its checkpoint with --train-steps set from
+# its own rate and the time left.
+#
+# Usage: BUDGET=SECONDS scripts/gpu/sudoku_variants.sh   (B=binary skips the build; DEVICE=cpu,
+#        SCALE="--dim 16 --blocks 1 --heads 2" and short budgets give a smoke test here)
+set -uo pipefail
+R=${OUT:-/tmp/out}/variants; mkdir -p "$R"
+START=$(date +%s)
+END=$(( START + ${BUDGET:-570} ))
+EVAL_SECONDS=${EVAL_SECONDS:-75}   # kept at the end for the evaluations and the archive
+FIRST_LEG=${FIRST_LEG:-30}
+DEVICE=${DEVICE:-cuda}
+COUNT=${COUNT:-300}
+if [ -z "${B:-}" ]; then
+  TARGETS=structdiff RES=$R scripts/gpu/build.sh build-cuda 240 || exit 1
+  B=build-cuda/src/structdiff
+fi
+export OMP_WAIT_POLICY=PASSIVE
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$R/gpu.txt" 2>&1
+
+# name | arguments on top of the shipped recipe
+variants=(
+  "baseline|"
+  "group-norm|--norm group"
+  "unscaled|--attention-scaling none"
+  "plain-head|--output-head plain"
+  "ee|--embedding EE"
+  "reference|--norm group --attention-scaling none --output-head plain"
+  "batch256|--batch 256 --lr 6e-4"
+  "dim256|--dim 256"
+)
+recipe() {  # the shipped recipe, with the variant's arguments taking the place of the defaults
+  local extra=$1 dim="--dim 128" batch="--batch 32" lr="--lr 3e-4"
+  [[ $extra == *--dim* ]] && dim=""
+  [[ $extra == *--batch* ]] && batch=""
+  [[ $extra == *--lr* ]] && lr=""
+  echo "${SCALE:---blocks 6 --heads 8} $dim $batch $lr $extra --size 9 --ema 0.999 --lr-decay cosine"
+}
+train() {  # name extra steps minutes
+  local name=$1 extra=$2 steps=$3 minutes=$4
+  $B --device "$DEVICE" --threads 1 --seed 0 sudoku train $(recipe "$extra") \
+    --train-steps "$steps" --max-minutes "$minutes" --validate-every 1000 --validation-examples 32 \
+    --checkpoint "/tmp/variants/$name.ckpt" --checkpoint-every 1000000 --resume \
+    --log "$R/$name.jsonl" --out "$R/$name.pt" >> "$R/$name.txt" 2>&1
+}
+mkdir -p /tmp/variants
+for v in "${variants[@]}"; do
+  train "${v%%|*}" "${v#*|}" 1000000 "$(awk "BEGIN{print $FIRST_LEG / 60}")" &
+done
+wait
+left=$(( END - $(date +%s) - EVAL_SECONDS ))
+echo "first leg done after $(( $(date +%s) - START )) s; $left s left for the second"
+for v in "${variants[@]}"; do
+  name=${v%%|*}
+  # "trained N steps in S s (...)" of the first leg: this run's rate sets its step budget.
+  done=""; seconds=""
+  read -r done seconds < <(sed -n 's/^trained \([0-9]*\) steps in \([0-9.]*\) s.*/\1 \2/p' "$R/$name.txt" | tail -1)
+  if [ -z "${seconds:-}" ]; then echo "$name: no first leg (see $name.txt)"; continue; fi
+  steps=$(awk "BEGIN{print int($done + $done / $seconds * $left * 0.93)}")
+  echo "$name: $done steps in $seconds s -> --train-steps $steps"
+  train "$name" "${v#*|}" "$steps" "$(awk "BEGIN{print $left / 60}")" &
+done
+wait
+echo "training done after $(( $(date +%s) - START )) s"
+for v in "${variants[@]}"; do
+  name=${v%%|*}
+  tail -n 2 "$R/$name.txt"
+  timeout $(( END - $(date +%s) > 20 ? END - $(date +%s) - 10 : 10 )) \
+    $B --device "$DEVICE" --threads 1 --seed 1 sudoku eval --model "$R/$name.pt" --count "$COUNT" \
+    --diversity-samples 32 --json "$R/$name-eval.json" > "$R/$name-eval.txt" 2>&1 &
+done
+wait
+grep -H "" "$R"/*-eval.txt | grep -E "valid|diversity"
+# What comes back: one archive of logs and evaluations, and the three models that solve the most
+# unique puzzles with 26-45 givens (the device tool returns at most 8 files of 16 MiB).
+python3 - "$R" <<'PY' > "$R/best.txt"
+import json, pathlib, sys
+scores = {}
+for f in pathlib.Path(sys.argv[1]).glob("*-eval.json"):
+    rows = {r["setting"]: r for r in json.loads(f.read_text())["rows"]}
+    row = rows.get("unique, 26-45 givens", {})
+    scores[f.name[:-len("-eval.json")]] = (row.get("valid", -1), -row.get("violated_fraction", 1))
+for name, score in sorted(scores.items(), key=lambda kv: kv[1], reverse=True):
+    print(name, *score)
+PY
+cat "$R/best.txt"
+for name in $(head -3 "$R/best.txt" | cut -d' ' -f1); do cp "$R/$name.pt" "${OUT:-/tmp/out}/sudoku9-$name.pt"; done
+tar czf "${OUT:-/tmp/out}/variants.tgz" -C "$R/.." --exclude='*.pt' variants && rm -rf "$R"
+echo "all done after $(( $(date +%s) - START )) s"
