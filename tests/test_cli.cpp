@@ -411,6 +411,28 @@ TEST_F(SudokuCli, SolvePrintsAGridAndItsValidity) {
   EXPECT_TRUE(contains(r.output, "0 of 2 samples drawn valid")) << r.output;
   EXPECT_TRUE(contains(r.output, "structdiff: error: no valid solution in 2 sample(s) for the puzzle given"))
       << r.output;
+  // No solution exists (row 1 needs a 4 in column 4, which holds one): more samples cannot help.
+  r = run("sudoku solve --model " + model_ + " --samples 2 123....4........");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "structdiff: error: the puzzle given has no solution at all")) << r.output;
+}
+
+// `eval --samples K` scores each puzzle by up to K samples, as `solve` draws them, and says how
+// many it drew; the 2-step model fails its puzzles, so it draws all K for most of them.
+TEST_F(SudokuCli, EvalWithSamplesDrawsUntilValid) {
+  const std::string json = temp_path("sudoku_eval_samples.json");
+  Result r = run("sudoku eval --model " + model_ +
+                 " --count 2 --diversity-samples 2 --sample-steps 2 --samples 3 --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "samples/puzzle")) << r.output;
+  std::ifstream file(json);
+  const nlohmann::json rows = nlohmann::json::parse(file).at("rows");
+  EXPECT_EQ(rows.front().at("max_samples"), 3);
+  EXPECT_GE(rows.front().at("samples_per_puzzle").get<double>(), 1.0);
+  EXPECT_LE(rows.front().at("samples_per_puzzle").get<double>(), 3.0);
+  r = run("sudoku eval --model " + model_ + " --samples 0");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "--samples: must be > 0, got 0")) << r.output;
 }
 
 TEST_F(SudokuCli, StochasticDdimTakesEtaInZeroToOne) {

@@ -230,6 +230,54 @@ TEST(Gsdm, ObservedValuesAreClampedAtEveryStep) {
   }
 }
 
+// Drawing until valid: a solved puzzle needs one sample, a contradictory one takes all K (in
+// rounds 1, 2, 4, ...), and K = 1 is plain batched solving with the same noise.
+TEST(Gsdm, SolveUntilValidStopsAtTheFirstValidSample) {
+  torch::manual_seed(7);
+  const sudoku::TrainedModel trained = sudoku::build_model(sudoku::model_metadata(
+      2, sudoku::GridFamily::broad, small_config(), diffusion::ScheduleConfig{}));
+  std::mt19937_64 rng(3);
+  const sudoku::Grid solved = sudoku::generate_solution(2, rng);
+  sudoku::Grid contradictory = sudoku::observe_random_cells(solved, 0, rng);
+  contradictory.cells[0] = contradictory.cells[1] = 0;  // the same digit twice in row 1
+  const sudoku::Grid open = sudoku::observe_random_cells(solved, 6, rng);
+  const auto options = [] {
+    sudoku::SolveOptions o;
+    o.generator = at::make_generator<at::CPUGeneratorImpl>(11);
+    o.ddim_steps = 3;
+    return o;
+  };
+  const std::vector<sudoku::Attempt> attempts =
+      sudoku::solve_until_valid(trained, {solved, contradictory, open}, 6, options(), 4);
+  EXPECT_EQ(attempts[0].drawn, 1);
+  EXPECT_EQ(attempts[0].valid, 1);
+  EXPECT_EQ(attempts[0].shown.cells, solved.cells);
+  EXPECT_EQ(attempts[1].drawn, 6);
+  EXPECT_EQ(attempts[1].valid, 0);
+  EXPECT_GE(attempts[2].drawn, 1);
+  EXPECT_LE(attempts[2].drawn, 6);
+  EXPECT_EQ(attempts[2].valid > 0, sudoku::is_valid_solution(attempts[2].shown, open));
+  const sudoku::Accuracy accuracy = sudoku::evaluate(trained, {solved, contradictory, open}, options(), 6, 4);
+  EXPECT_EQ(accuracy.samples, attempts[0].drawn + attempts[1].drawn + attempts[2].drawn);
+  EXPECT_EQ(accuracy.valid, 1 + (attempts[2].valid > 0));
+
+  const std::vector<sudoku::Grid> puzzles = {open, contradictory, open, solved, open};
+  const std::vector<sudoku::Attempt> once = sudoku::solve_until_valid(trained, puzzles, 1, options(), 2);
+  sudoku::SolveOptions plain = options();
+  std::vector<sudoku::Grid> expected;
+  for (size_t first = 0; first < puzzles.size(); first += 2) {
+    const std::vector<sudoku::Grid> chunk(puzzles.begin() + first,
+                                          puzzles.begin() + std::min(puzzles.size(), first + 2));
+    for (const sudoku::Grid& g : sudoku::solve(trained.model, trained.schedule, chunk, plain)) expected.push_back(g);
+  }
+  for (size_t i = 0; i < puzzles.size(); ++i) {
+    EXPECT_EQ(once[i].drawn, 1);
+    EXPECT_EQ(once[i].shown.cells, expected[i].cells) << i;
+  }
+  EXPECT_THROW_WITH(sudoku::solve_until_valid(trained, {open}, 0, options()), std::invalid_argument,
+                    "samples per puzzle and batch must be >= 1");
+}
+
 TEST(Gsdm, ModelFileRoundTripGivesIdenticalOutputs) {
   torch::manual_seed(6);
   sudoku::TrainedModel trained = sudoku::build_model(

@@ -71,15 +71,30 @@ void save_model(const std::string& path, const TrainedModel& trained);
 
 namespace structdiff::sudoku {
 
+// What drawing up to K samples for one puzzle gave.
+struct Attempt {
+  Grid shown;           // the first valid sample, else the first sample
+  int64_t drawn = 0;    // samples drawn
+  int64_t valid = 0;    // of which valid (complete, no violated pair, agrees with the givens)
+};
+// Draws up to `max_samples` samples per puzzle in rounds of 1, 2, 4, ... and stops for a puzzle
+// after the round that gives it a valid sample. Each round's samples, over all puzzles still
+// unsolved, run in batches of up to `batch` (one batch is cheaper than its samples one by one).
+// With max_samples 1 this is `solve` in batches of `batch`.
+std::vector<Attempt> solve_until_valid(const TrainedModel& trained, const std::vector<Grid>& puzzles,
+                                       int64_t max_samples, const SolveOptions& options,
+                                       int64_t batch = 64);
+
 struct Accuracy {
   int64_t puzzles = 0;
-  int64_t valid = 0;              // complete, no violated pair, agrees with the givens
-  double violated_fraction = 0;   // violated pairs / constrained pairs, averaged (Fig. 5b)
+  int64_t valid = 0;              // puzzles with a valid sample among those drawn
+  int64_t samples = 0;            // samples drawn, all puzzles together
+  double violated_fraction = 0;   // violated pairs / constrained pairs of the sample shown, averaged (Fig. 5b)
   double seconds = 0;             // wall-clock for sampling
   double valid_fraction() const { return puzzles ? static_cast<double>(valid) / puzzles : 0.0; }
 };
-// Solves `puzzles` in batches of `batch` and scores the samples.
+// Solves `puzzles` with up to `max_samples` samples each (solve_until_valid) and scores them.
 Accuracy evaluate(const TrainedModel& trained, const std::vector<Grid>& puzzles,
-                  const SolveOptions& options, int64_t batch = 64);
+                  const SolveOptions& options, int64_t max_samples = 1, int64_t batch = 64);
 
 }  // namespace structdiff::sudoku

@@ -1,6 +1,7 @@
 #include "structdiff/sudoku_model.h"
 
 #include <chrono>
+#include <numeric>
 #include <stdexcept>
 
 #include <torch/torch.h>
@@ -158,20 +159,55 @@ void save_model(const std::string& path, const TrainedModel& trained) {
 
 namespace structdiff::sudoku {
 
+std::vector<Attempt> solve_until_valid(const TrainedModel& trained, const std::vector<Grid>& puzzles,
+                                       int64_t max_samples, const SolveOptions& options,
+                                       int64_t batch) {
+  if (max_samples < 1 || batch < 1) {
+    throw std::invalid_argument("sudoku: samples per puzzle and batch must be >= 1");
+  }
+  std::vector<Attempt> attempts(puzzles.size());
+  std::vector<size_t> unsolved(puzzles.size());
+  std::iota(unsolved.begin(), unsolved.end(), size_t{0});
+  for (int64_t round = 1; !unsolved.empty(); round *= 2) {
+    // This round's copies, puzzle by puzzle, then sampled in batches.
+    std::vector<size_t> owner;
+    for (size_t p : unsolved) {
+      const int64_t copies = std::min(round, max_samples - attempts[p].drawn);
+      owner.insert(owner.end(), static_cast<size_t>(copies), p);
+    }
+    for (size_t first = 0; first < owner.size(); first += static_cast<size_t>(batch)) {
+      const size_t last = std::min(owner.size(), first + static_cast<size_t>(batch));
+      std::vector<Grid> chunk;
+      for (size_t k = first; k < last; ++k) chunk.push_back(puzzles[owner[k]]);
+      const std::vector<Grid> samples = solve(trained.model, trained.schedule, chunk, options);
+      for (size_t k = first; k < last; ++k) {
+        Attempt& a = attempts[owner[k]];
+        const Grid& sample = samples[k - first];
+        const bool valid = is_valid_solution(sample, puzzles[owner[k]]);
+        if (a.drawn == 0 || (valid && a.valid == 0)) a.shown = sample;
+        a.valid += valid;
+        ++a.drawn;
+      }
+    }
+    std::vector<size_t> still;
+    for (size_t p : unsolved) {
+      if (attempts[p].valid == 0 && attempts[p].drawn < max_samples) still.push_back(p);
+    }
+    unsolved = std::move(still);
+  }
+  return attempts;
+}
+
 Accuracy evaluate(const TrainedModel& trained, const std::vector<Grid>& puzzles,
-                  const SolveOptions& options, int64_t batch) {
+                  const SolveOptions& options, int64_t max_samples, int64_t batch) {
   Accuracy accuracy;
   const auto started = std::chrono::steady_clock::now();
   const double pairs = static_cast<double>(constrained_pairs(trained.n));
-  for (size_t first = 0; first < puzzles.size(); first += batch) {
-    const size_t last = std::min(puzzles.size(), first + static_cast<size_t>(batch));
-    std::vector<Grid> chunk(puzzles.begin() + first, puzzles.begin() + last);
-    const std::vector<Grid> samples = solve(trained.model, trained.schedule, chunk, options);
-    for (size_t i = 0; i < chunk.size(); ++i) {
-      accuracy.valid += is_valid_solution(samples[i], chunk[i]);
-      accuracy.violated_fraction += static_cast<double>(violated_pairs(samples[i])) / pairs;
-    }
-    accuracy.puzzles += static_cast<int64_t>(chunk.size());
+  for (const Attempt& a : solve_until_valid(trained, puzzles, max_samples, options, batch)) {
+    accuracy.valid += a.valid > 0;
+    accuracy.samples += a.drawn;
+    accuracy.violated_fraction += static_cast<double>(violated_pairs(a.shown)) / pairs;
+    ++accuracy.puzzles;
   }
   if (accuracy.puzzles) accuracy.violated_fraction /= static_cast<double>(accuracy.puzzles);
   accuracy.seconds =
