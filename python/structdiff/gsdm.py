@@ -55,9 +55,10 @@ class ResBlock(torch.nn.Module):
 
 
 class AttentionBlock(torch.nn.Module):
-    def __init__(self, dim, heads, norm):
+    def __init__(self, dim, heads, norm, scaled):
         super().__init__()
         self.heads = heads
+        self.scale = (1.0 / math.sqrt(dim // heads)) if scaled else 1.0
         self.norm = TokenNorm(norm, dim)
         self.qkv = torch.nn.Linear(dim, 3 * dim)
         self.out = torch.nn.Linear(dim, dim)
@@ -67,10 +68,10 @@ class AttentionBlock(torch.nn.Module):
         qkv = self.qkv(self.norm(h)).view(batch, nodes, 3, self.heads, dim // self.heads)
         q, k, v = (qkv.select(2, i).transpose(1, 2) for i in range(3))
         if pattern is None:  # dense attention: every node attends to every node
-            scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+            scores = q @ k.transpose(-2, -1) * self.scale
             attended = torch.softmax(scores, -1) @ v
         else:
-            attended = sparse_attention(q, k, v, pattern)
+            attended = sparse_attention(q, k, v, pattern, self.scale)
         return h + self.out(attended.transpose(1, 2).reshape(batch, nodes, dim))
 
 
@@ -81,6 +82,8 @@ class Gsdm(torch.nn.Module):
     def __init__(self, config, structure, table_rows):
         super().__init__()
         dim, heads, norm = config["dim"], config["heads"], config["norm"]
+        # Files written before these two switches have the defaults.
+        scaled = config.get("attention_scaling", "inverse-sqrt-dim") == "inverse-sqrt-dim"
         row_offsets, col_indices, groups, nodes, entries = structure
         self.dim = dim
         self.pattern = (None if config["attention"] == "dense"
@@ -103,9 +106,9 @@ class Gsdm(torch.nn.Module):
         self.time_in, self.time_out = torch.nn.Linear(dim, dim), torch.nn.Linear(dim, dim)
         for i in range(config["blocks"]):
             self.add_module(f"res{i}", ResBlock(dim, norm))
-            self.add_module(f"attn{i}", AttentionBlock(dim, heads, norm))
+            self.add_module(f"attn{i}", AttentionBlock(dim, heads, norm, scaled))
         self.blocks = config["blocks"]
-        self.final_norm = TokenNorm(norm, dim)
+        self.final_norm = TokenNorm(norm, dim) if config.get("output_norm", True) else None
 
     @classmethod
     def from_model_file(cls, path):
@@ -129,7 +132,8 @@ class Gsdm(torch.nn.Module):
         for i in range(self.blocks):
             h = getattr(self, f"res{i}")(h, time_embedding, node_embedding)
             h = getattr(self, f"attn{i}")(h, pattern)
-        h = F.silu(self.final_norm(h))
+        if self.final_norm is not None:
+            h = F.silu(self.final_norm(h))
         out = torch.zeros(batch, self.width, dtype=x_t.dtype, device=x_t.device)
         for _, discrete, projection, nodes, entries in self.groups:
             prediction = self.output_proj[projection](h.index_select(1, nodes.to(x_t.device)))

@@ -52,6 +52,21 @@ def test_the_gsdm_in_python_gives_the_cpp_outputs(name):
     assert (ours - reference).abs().max() < 1e-5
 
 
+@pytest.mark.parametrize("switches", [[], ["--attention-scaling", "none", "--output-head", "plain"],
+                                      ["--norm", "group", "--attention", "dense"]])
+def test_the_python_gsdm_follows_the_architecture_switches(tmp_path, switches):
+    path = str(tmp_path / "tiny.pt")
+    subprocess.run([BINARY, "--threads", "1", "sudoku", "train", "--size", "4", "--dim", "16",
+                    "--blocks", "1", "--heads", "2", "--train-steps", "3", "--out", path] + switches,
+                   check=True, capture_output=True)
+    model = Gsdm.from_model_file(path)
+    x_t, t, observed = random_inputs(model, 3, seed=3)
+    with torch.no_grad():
+        ours = model(x_t, t, observed)
+    reference = torch.ops.structdiff.gsdm_denoise(path, x_t, t, observed)
+    assert (ours - reference).abs().max() < 1e-5
+
+
 def test_the_python_gsdm_is_differentiable_end_to_end():
     model = Gsdm.from_model_file(shipped("gsdm-sorting5.pt")).train()
     x_t, t, observed = random_inputs(model, 2, seed=2)
