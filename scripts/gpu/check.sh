@@ -30,7 +30,11 @@ if grep -q SEGFAULT $RES/ctest.log; then
     --gtest_filter=JsonlLog.WritesOneParseableObjectPerLine > $RES/backtrace-exit.txt 2>&1
   PYTHONPATH=build-cuda/python step 60 $G -batch -ex run -ex bt --args python3 -c \
     'import structdiff; print(structdiff.Pattern.causal(9))' > $RES/backtrace-python.txt 2>&1
-  grep -A25 SIGSEGV $RES/backtrace-exit.txt $RES/backtrace-python.txt | grep -E '^\S+-#|SIGSEGV' | head -40
+  # The CLI's --resume crashed too (second lease): a checkpoint written on the GPU, then resumed.
+  tiny="--device cuda sudoku train --size 4 --dim 16 --blocks 1 --heads 2 --checkpoint /tmp/resume.pt --out /tmp/resume-model.pt"
+  step 30 $B $tiny --train-steps 5 > $RES/resume-first.txt 2>&1
+  step 40 $G -batch -ex run -ex bt --args $B $tiny --train-steps 10 --resume > $RES/backtrace-resume.txt 2>&1
+  grep -A25 SIGSEGV $RES/backtrace-exit.txt $RES/backtrace-python.txt $RES/backtrace-resume.txt | grep -E '^\S+-#|SIGSEGV' | head -60
   TL=$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))')/lib
   echo "std::filesystem symbols libtorch_cpu exports: $(nm -DC --defined-only $TL/libtorch_cpu.so | grep -c 'std::filesystem')"
   cmake -S . -B build-cuda \
