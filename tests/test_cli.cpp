@@ -435,6 +435,23 @@ TEST_F(SudokuCli, EvalWithSamplesDrawsUntilValid) {
   EXPECT_TRUE(contains(r.output, "--samples: must be > 0, got 0")) << r.output;
 }
 
+// The reference-code switches of the GSDM train from the command line and refuse bad values.
+TEST(Cli, GsdmReferenceSwitchesTrainAndRefuseBadValues) {
+  const std::string model = temp_path("tiny_switches.pt");
+  Result r = run("sudoku train --size 4 --dim 16 --blocks 1 --heads 2 --train-steps 2 --attention-scaling none "
+                 "--output-head plain --time-path swish --observed-embedding-init 1 --out " + model);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run("sudoku train --size 4 --observed-embedding-init -1 --out " + model);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "--observed-embedding-init: must be >= 0, got -1")) << r.output;
+  r = run("sudoku train --size 4 --observed-embedding-init inf --train-steps 1 --out " + model);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "initial std must be finite and >= 0")) << r.output;
+  r = run("sudoku train --size 4 --time-path tanh --out " + model);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "--time-path")) << r.output;
+}
+
 TEST_F(SudokuCli, StochasticDdimTakesEtaInZeroToOne) {
   Result r = run("sudoku solve --model " + model_ + " --eta 0.5 --sample-steps 5 1.3..4.2.1.3....");
   ASSERT_NE(r.exit_code, 2) << r.output;

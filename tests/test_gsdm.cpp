@@ -147,6 +147,8 @@ TEST(Gsdm, ReferenceSwitchesTravelWithTheConfiguration) {
   const int64_t with_norm = count_parameters(c);
   c.output_norm = false;
   c.attention_scaling = Scaling::none;
+  c.time_swish = true;
+  c.observed_embedding_init = 1.0;
   EXPECT_EQ(count_parameters(c), with_norm - 2 * c.dim);
   nlohmann::json j = c;
   EXPECT_EQ(j.at("attention_scaling"), "none");
@@ -154,11 +156,47 @@ TEST(Gsdm, ReferenceSwitchesTravelWithTheConfiguration) {
   const GsdmConfig back = j.get<GsdmConfig>();
   EXPECT_EQ(back.attention_scaling, Scaling::none);
   EXPECT_FALSE(back.output_norm);
-  j.erase("attention_scaling");
-  j.erase("output_norm");
+  EXPECT_TRUE(back.time_swish);
+  EXPECT_EQ(back.observed_embedding_init, 1.0);
+  for (const char* key : {"attention_scaling", "output_norm", "time_swish", "observed_embedding_init"}) {
+    j.erase(key);
+  }
   const GsdmConfig old = j.get<GsdmConfig>();
   EXPECT_EQ(old.attention_scaling, Scaling::inverse_sqrt_dim);
   EXPECT_TRUE(old.output_norm);
+  EXPECT_FALSE(old.time_swish);
+  EXPECT_EQ(old.observed_embedding_init, 0.02);
+  // The initial draw's scale: N(0, 1) against the default 0.02.
+  torch::manual_seed(4);
+  const double wide = Gsdm(graph, c)->named_parameters()["observed_embedding"].std().item<double>();
+  EXPECT_GT(wide, 0.5);
+  EXPECT_LT(wide, 2.0);
+  c.observed_embedding_init = -1;
+  EXPECT_THROW_WITH(Gsdm(graph, c), std::invalid_argument,
+                    "the observed embedding's initial std must be finite and >= 0");
+}
+
+// The reference's time path: swish on the time embedding before each block's projection, the
+// same parameters otherwise.
+TEST(Gsdm, TimeSwishChangesOnlyTheTimePath) {
+  const auto graph = sudoku::graphical_model(2);
+  GsdmConfig c = small_config();
+  torch::manual_seed(5);
+  Gsdm plain(graph, c);
+  c.time_swish = true;
+  torch::manual_seed(5);
+  Gsdm swish(graph, c);
+  torch::NoGradGuard no_grad;
+  torch::Tensor x = torch::randn({2, 64}), t = torch::randint(1000, {2});
+  torch::Tensor observed = torch::rand({2, 16}) < 0.3;
+  EXPECT_FALSE(torch::allclose(plain->forward(x, t, observed), swish->forward(x, t, observed)));
+  // With the time projections zeroed, the time path no longer matters.
+  for (Gsdm* model : {&plain, &swish}) {
+    for (auto& item : (*model)->named_parameters()) {
+      if (item.key().find(".time_proj.") != std::string::npos) item.value().zero_();
+    }
+  }
+  EXPECT_TRUE(torch::equal(plain->forward(x, t, observed), swish->forward(x, t, observed)));
 }
 
 // Permuting columns within a stack leaves the Sudoku mask and the EE groups unchanged, so the

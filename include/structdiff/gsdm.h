@@ -38,6 +38,11 @@ struct GsdmConfig {
   // norm -> swish before the output projections (the project's choice); false: straight from the
   // last attention block, as the reference does.
   bool output_norm = true;
+  // swish on the time embedding before each ResNet block's projection of it, as the reference
+  // does (temb_proj(swish(temb))); false: the projection takes it as is.
+  bool time_swish = false;
+  // Standard deviation of the observed-value embedding's initial draw (the reference draws N(0, 1)).
+  double observed_embedding_init = 0.02;
   // sparse: the graphical model's mask with the fused kernel; gather: the same mask, packed;
   // dense: no mask at all (the unstructured baseline on the same code path).
   Mechanism attention = Mechanism::sparse;

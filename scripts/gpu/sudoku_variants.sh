@@ -5,7 +5,7 @@
 #
 # The learning rate decays (cosine) to zero at about the last step a run will reach.
 #
-# Usage: BUDGET=SECONDS scripts/gpu/sudoku_variants.sh   (B=binary skips the build; DEVICE=cpu,
+# Usage: [SET=1|2] BUDGET=SECONDS scripts/gpu/sudoku_variants.sh   (B=binary skips the build; DEVICE=cpu,
 #        SCALE="--dim 16 --blocks 1 --heads 2" and short budgets give a smoke test here)
 set -uo pipefail
 R=${OUT:-/tmp/out}/variants; mkdir -p "$R"
@@ -21,17 +21,32 @@ fi
 export OMP_WAIT_POLICY=PASSIVE
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$R/gpu.txt" 2>&1
 
-# name | arguments on top of the shipped recipe | steps/s
-variants=(
-  "baseline||13.6"
-  "group-norm|--norm group|13.6"
-  "unscaled|--attention-scaling none|13.6"
-  "plain-head|--output-head plain|13.6"
-  "ee|--embedding EE|13.6"
-  "reference|--norm group --attention-scaling none --output-head plain|13.5"
-  "batch256|--batch 256 --lr 6e-4|7.7"
-  "dim256|--dim 256|11.5"
-)
+# name | arguments on top of the shipped recipe | steps/s of each, eight side by side on the H200.
+# SET=1 ran on 2026-11-26 (docs/results/gsdm-sudoku.md, "One change at a time"); SET=2 holds the
+# issue's remaining changes (its rates for the new batch sizes are estimates).
+if [ "${SET:-2}" = 1 ]; then
+  variants=(
+    "baseline||13.6"
+    "group-norm|--norm group|13.6"
+    "unscaled|--attention-scaling none|13.6"
+    "plain-head|--output-head plain|13.6"
+    "ee|--embedding EE|13.6"
+    "reference|--norm group --attention-scaling none --output-head plain|13.5"
+    "batch256|--batch 256 --lr 6e-4|7.7"
+    "dim256|--dim 256|11.5"
+  )
+else
+  variants=(
+    "baseline||13.6"
+    "observed-init|--observed-embedding-init 1|13.6"
+    "time-swish|--time-path swish|13.6"
+    "cosine-schedule|--noise-schedule cosine|13.6"
+    "lr1e-3|--lr 1e-3|13.6"
+    "lr1e-4|--lr 1e-4|13.6"
+    "batch128|--batch 128 --lr 6e-4|10"
+    "batch256-lr3e-4|--batch 256 --lr 3e-4|7.7"
+  )
+fi
 recipe() {  # the shipped recipe, with the variant's arguments taking the place of the defaults
   local extra=$1 dim="--dim 128" batch="--batch 32" lr="--lr 3e-4"
   [[ $extra == *--dim* ]] && dim=""

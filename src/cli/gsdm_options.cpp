@@ -10,6 +10,7 @@ gsdm::GsdmConfig GsdmModelOptions::config() const {
   config.norm = gsdm::parse_norm(norm);
   config.attention_scaling = gsdm::parse_attention_scaling(attention_scaling);
   config.output_norm = output_head == "norm";
+  config.time_swish = time_path == "swish";
   config.attention = parse_mechanism(attention);
   config.mask.rule = graph::parse_mask_rule(mask);
   return config;
@@ -42,6 +43,17 @@ std::vector<CLI::Option*> add_gsdm_model_options(CLI::App& command, GsdmModelOpt
       .add_option("--output-head", o.output_head,
                   "norm (norm and swish before the output projections) or plain (the reference)")
       ->check(CLI::IsMember({"norm", "plain"}))
+      ->capture_default_str();
+  command
+      .add_option("--time-path", o.time_path,
+                  "plain, or swish on the time embedding before each block's projection (the "
+                  "reference)")
+      ->check(CLI::IsMember({"plain", "swish"}))
+      ->capture_default_str();
+  command
+      .add_option("--observed-embedding-init", o.model.observed_embedding_init,
+                  "std of the observed-value embedding's initial draw (the reference: 1)")
+      ->check(non_negative())
       ->capture_default_str();
   command
       .add_option("--attention", o.attention,

@@ -14,14 +14,14 @@ namespace structdiff::cli {
 struct GsdmModelOptions {
   gsdm::GsdmConfig model;
   std::string embedding = "AE", norm = "token", attention = "sparse", mask = "standard";
-  std::string attention_scaling = "inverse-sqrt-dim", output_head = "norm";
+  std::string attention_scaling = "inverse-sqrt-dim", output_head = "norm", time_path = "plain";
   diffusion::ScheduleConfig schedule;
   std::string schedule_kind = "linear";
   gsdm::GsdmConfig config() const;  // with the names parsed
   diffusion::ScheduleConfig schedule_config() const;
 };
-// --dim, --blocks, --heads, --embedding, --norm, --attention-scaling, --output-head,
-// --attention, --mask-rule, --mask-seed,
+// --dim, --blocks, --heads, --embedding, --norm, --attention-scaling, --output-head, --time-path,
+// --observed-embedding-init, --attention, --mask-rule, --mask-seed,
 // --noise-schedule, --diffusion-steps, --beta-start, --beta-end. Returns the options of the first
 // four, to tell whether they were given.
 std::vector<CLI::Option*> add_gsdm_model_options(CLI::App& command, GsdmModelOptions& options);

@@ -58,6 +58,8 @@ void to_json(nlohmann::json& j, const GsdmConfig& c) {
        {"norm", c.norm == NormKind::token ? "token" : "group"},
        {"attention_scaling", attention_scaling_name(c.attention_scaling)},
        {"output_norm", c.output_norm},
+       {"time_swish", c.time_swish},
+       {"observed_embedding_init", c.observed_embedding_init},
        {"attention", mechanism_name(c.attention)},
        {"mask", graph::mask_rule_name(c.mask.rule)},
        {"mask_seed", c.mask.seed}};
@@ -69,10 +71,12 @@ void from_json(const nlohmann::json& j, GsdmConfig& c) {
   c.heads = j.at("heads").get<int64_t>();
   c.embedding = parse_embedding(j.at("embedding").get<std::string>());
   c.norm = parse_norm(j.at("norm").get<std::string>());
-  // Model files written before these two switches have the project's defaults.
+  // Model files written before these switches have the project's defaults.
   c.attention_scaling =
       parse_attention_scaling(j.value("attention_scaling", std::string("inverse-sqrt-dim")));
   c.output_norm = j.value("output_norm", true);
+  c.time_swish = j.value("time_swish", false);
+  c.observed_embedding_init = j.value("observed_embedding_init", 0.02);
   c.attention = parse_mechanism(j.at("attention").get<std::string>());
   // Model files written before the mask ablations have the standard mask.
   c.mask.rule = graph::parse_mask_rule(j.value("mask", std::string("standard")));
@@ -129,8 +133,9 @@ class TokenNormImpl : public torch::nn::Module {
 // norm -> swish -> linear, residual.
 class ResBlockImpl : public torch::nn::Module {
  public:
-  ResBlockImpl(int64_t dim, NormKind norm)
-      : norm1_(register_module("norm1", std::make_shared<TokenNormImpl>(norm, dim))),
+  ResBlockImpl(int64_t dim, NormKind norm, bool time_swish)
+      : time_swish_(time_swish),
+        norm1_(register_module("norm1", std::make_shared<TokenNormImpl>(norm, dim))),
         norm2_(register_module("norm2", std::make_shared<TokenNormImpl>(norm, dim))),
         linear1_(register_module("linear1", torch::nn::Linear(dim, dim))),
         linear2_(register_module("linear2", torch::nn::Linear(dim, dim))),
@@ -140,12 +145,14 @@ class ResBlockImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& h, const torch::Tensor& time_embedding,
                         const torch::Tensor& node_embedding) {
     torch::Tensor a = linear1_(torch::silu(norm1_->forward(h))) +
-                      time_proj_(time_embedding).unsqueeze(1) +
+                      time_proj_(time_swish_ ? torch::silu(time_embedding) : time_embedding)
+                          .unsqueeze(1) +
                       node_proj_(node_embedding).unsqueeze(0);
     return h + linear2_(torch::silu(norm2_->forward(a)));
   }
 
  private:
+  bool time_swish_;
   std::shared_ptr<TokenNormImpl> norm1_, norm2_;
   torch::nn::Linear linear1_, linear2_, time_proj_, node_proj_;
 };
@@ -311,13 +318,17 @@ GsdmImpl::GsdmImpl(const graph::GraphicalModel& model, GsdmConfig config)
   register_buffer("embedding_index", home_->embedding_index);
   register_buffer("sinusoidal_codes", home_->sinusoidal_codes);
   node_table_ = register_module("node_table", torch::nn::Embedding(table_rows_, dim));
-  observed_embedding_ = register_parameter("observed_embedding", torch::randn({dim}) * 0.02);
+  if (!(config_.observed_embedding_init >= 0) || !std::isfinite(config_.observed_embedding_init)) {
+    throw std::invalid_argument("GSDM: the observed embedding's initial std must be finite and >= 0");
+  }
+  observed_embedding_ = register_parameter("observed_embedding",
+                                           torch::randn({dim}) * config_.observed_embedding_init);
 
   time_in_ = register_module("time_in", torch::nn::Linear(dim, dim));
   time_out_ = register_module("time_out", torch::nn::Linear(dim, dim));
   for (int64_t i = 0; i < config_.blocks; ++i) {
     res_blocks_.push_back(register_module("res" + std::to_string(i),
-                                          std::make_shared<ResBlockImpl>(dim, config_.norm)));
+                                          std::make_shared<ResBlockImpl>(dim, config_.norm, config_.time_swish)));
     attention_blocks_.push_back(register_module(
         "attn" + std::to_string(i),
         std::make_shared<AttentionBlockImpl>(dim, config_.heads, config_.norm, config_.attention,
