@@ -58,16 +58,14 @@ train() {  # name extra steps minutes
   local name=$1 extra=$2 steps=$3 minutes=$4
   $B --device "$DEVICE" --threads 1 --seed 0 sudoku train $(recipe "$extra") \
     --train-steps "$steps" --max-minutes "$minutes" --validate-every 1000 --validation-examples 32 \
-    --checkpoint "/tmp/variants/$name.ckpt" --checkpoint-every 1000000 \
     --log "$R/$name.jsonl" --out "$R/$name.pt" >> "$R/$name.txt" 2>&1
 }
-rm -rf /tmp/variants; mkdir -p /tmp/variants
 # One leg per run: resuming a checkpoint crashes the CUDA build (docs/results/gpu.md), so each
 # run's --train-steps comes from its steps/s, measured on the H200 with these eight side by side.
 left=$(( END - $(date +%s) - EVAL_SECONDS ))
 for v in "${variants[@]}"; do
   IFS='|' read -r name extra rate <<< "$v"
-  steps=$(awk "BEGIN{print int(${RATE_SCALE:-1} * $rate * $left * 0.94)}")
+  steps=$(awk "BEGIN{print int($rate * $left * 0.94)}")
   echo "$name: --train-steps $steps in $left s"
   train "$name" "$extra" "$steps" "$(awk "BEGIN{print $left / 60}")" &
 done
