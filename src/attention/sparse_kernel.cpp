@@ -13,6 +13,10 @@
 
 #include <ATen/Parallel.h>
 
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
 namespace structdiff::kernels {
 namespace {
 
@@ -338,16 +342,44 @@ void gather_rows(const T* base, int64_t stride, const int64_t* members, int64_t 
   std::fill(rows + size * dim, rows + padded_rows * dim, T(0));
 }
 
-// The same rows transposed to (dim x width), zero columns from `size` on.
+// out (cols x rows, row stride ldo) = in (rows x cols, row stride ldi) transposed; rows and cols
+// are multiples of kLanes<T>. float on AVX: 8 x 8 blocks transposed in registers (a scalar
+// transpose, one strided store per element, took most of the tiles' gather time).
 template <typename T>
-void gather_transposed(const T* base, int64_t stride, const int64_t* members, int64_t size,
-                       int64_t dim, int64_t width, T* transposed) {
-  std::fill(transposed, transposed + dim * width, T(0));
-  for (int64_t m = 0; m < size; ++m) {
-    const T* row = base + members[m] * stride;
-    for (int64_t d = 0; d < dim; ++d) transposed[d * width + m] = row[d];
+void transpose(const T* in, int64_t ldi, int64_t rows, int64_t cols, T* out, int64_t ldo) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) out[c * ldo + r] = in[r * ldi + c];
   }
 }
+
+#if defined(__AVX__)
+template <>
+void transpose<float>(const float* in, int64_t ldi, int64_t rows, int64_t cols, float* out,
+                      int64_t ldo) {
+  for (int64_t r = 0; r < rows; r += 8) {
+    for (int64_t c = 0; c < cols; c += 8) {
+      const float* from = in + r * ldi + c;
+      __m256 row[8], pair[8], quad[8];
+      for (int i = 0; i < 8; ++i) row[i] = _mm256_loadu_ps(from + i * ldi);
+      for (int i = 0; i < 8; i += 2) {
+        pair[i] = _mm256_unpacklo_ps(row[i], row[i + 1]);
+        pair[i + 1] = _mm256_unpackhi_ps(row[i], row[i + 1]);
+      }
+      for (int i = 0; i < 8; i += 4) {
+        quad[i] = _mm256_shuffle_ps(pair[i], pair[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        quad[i + 1] = _mm256_shuffle_ps(pair[i], pair[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        quad[i + 2] = _mm256_shuffle_ps(pair[i + 1], pair[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        quad[i + 3] = _mm256_shuffle_ps(pair[i + 1], pair[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+      }
+      float* to = out + c * ldo + r;
+      for (int i = 0; i < 4; ++i) {
+        _mm256_storeu_ps(to + i * ldo, _mm256_permute2f128_ps(quad[i], quad[i + 4], 0x20));
+        _mm256_storeu_ps(to + (i + 4) * ldo, _mm256_permute2f128_ps(quad[i], quad[i + 4], 0x31));
+      }
+    }
+  }
+}
+#endif
 
 // A tile's shape: `size` members; score blocks of `rows` x `width` (size rounded up to
 // kTileRowBlock and kTileColumnBlock).
@@ -391,14 +423,15 @@ struct TileScratch {
   }
 };
 
-// Scaled scores of a tile into s.scores (rows x width): its owned pairs, -inf elsewhere.
+// Scaled scores of a tile into s.scores (rows x width): its owned pairs, -inf elsewhere. Leaves
+// the members' key rows in s.keys for the backward pass.
 template <typename T>
 void tile_scores(const SparseAttentionProblem& p, int64_t t, const TileShape& tile,
                  const T* q_base, const T* k_base, TileScratch<T>& s) {
   const int64_t dim = p.head_dim;
   gather_rows(q_base, p.q_stride[2], tile.members, tile.size, tile.rows, dim, s.queries.data());
-  gather_transposed(k_base, p.k_stride[2], tile.members, tile.size, dim, tile.width,
-                    s.keys_t.data());
+  gather_rows(k_base, p.k_stride[2], tile.members, tile.size, tile.width, dim, s.keys.data());
+  transpose(s.keys.data(), dim, tile.width, dim, s.keys_t.data(), tile.width);
   gemm<T, false>(s.queries.data(), dim, s.keys_t.data(), tile.width, s.scores.data(), tile.width,
                  tile.rows, dim, tile.width);
   const T* bias = s.bias.data() + s.bias_offsets[t];
@@ -502,8 +535,9 @@ void tiled_backward_slice(const SparseAttentionProblem& p, int64_t bh, const T* 
     tile_scores(p, t, tile, q_base, k_base, s);
     gather_rows(grad_out_slice, dim, tile.members, tile.size, tile.rows, dim,
                 s.grad_out.data());
-    gather_transposed(v_base, p.v_stride[2], tile.members, tile.size, dim, tile.width,
-                      s.values_t.data());
+    gather_rows(v_base, p.v_stride[2], tile.members, tile.size, tile.width, dim,
+                s.values.data());
+    transpose(s.values.data(), dim, tile.width, dim, s.values_t.data(), tile.width);
     // products = dO V^T, then dS = P (dO V^T - D); scores become the probabilities P.
     gemm<T, false>(s.grad_out.data(), dim, s.values_t.data(), tile.width, s.products.data(),
                    tile.width, tile.rows, dim, tile.width);
@@ -521,8 +555,7 @@ void tiled_backward_slice(const SparseAttentionProblem& p, int64_t bh, const T* 
               s.scores.data() + tile.rows * tile.width, T(0));
     std::fill(s.products.data() + tile.size * tile.width,
               s.products.data() + tile.rows * tile.width, T(0));
-    // dQ = scale dS K.
-    gather_rows(k_base, p.k_stride[2], tile.members, tile.size, tile.width, dim, s.keys.data());
+    // dQ = scale dS K (tile_scores gathered the keys' rows).
     gemm<T, false>(s.products.data(), tile.width, s.keys.data(), dim, s.block.data(), dim,
                    tile.rows, tile.width, dim);
     for (int64_t a = 0; a < tile.size; ++a) {
@@ -587,8 +620,12 @@ void backward_impl(const SparseAttentionProblem& p, const T* q, const T* k, cons
   const int64_t dim = p.head_dim;
   const int64_t slices = p.batch * p.heads;
   const int64_t key_block = p.num_keys * dim;
-  std::fill(grad_k, grad_k + slices * key_block, T(0));
-  std::fill(grad_v, grad_v + slices * key_block, T(0));
+  // Each slice's key gradients are zeroed by the thread that accumulates into them: a serial fill
+  // of the whole tensors up front left the other threads waiting.
+  const auto zero_key_gradients = [&](int64_t bh) {
+    std::fill(grad_k + bh * key_block, grad_k + (bh + 1) * key_block, T(0));
+    std::fill(grad_v + bh * key_block, grad_v + (bh + 1) * key_block, T(0));
+  };
   const int64_t threads = at::get_num_threads();
   if (use_tiles(p)) {
     const int64_t query_block = p.num_queries * dim;
@@ -596,6 +633,7 @@ void backward_impl(const SparseAttentionProblem& p, const T* q, const T* k, cons
       TileScratch<T> scratch(p);
       for (int64_t bh = begin; bh < end; ++bh) {
         std::fill(grad_q + bh * query_block, grad_q + (bh + 1) * query_block, T(0));
+        zero_key_gradients(bh);
         tiled_backward_slice<T, kDim>(p, bh, q, k, v, out, logsumexp, grad_out,
                                       grad_q + bh * query_block, grad_k + bh * key_block,
                                       grad_v + bh * key_block, scratch);
@@ -607,6 +645,7 @@ void backward_impl(const SparseAttentionProblem& p, const T* q, const T* k, cons
     // Each thread owns whole (batch, head) slices, so the scatter into grad_k/grad_v is race-free.
     at::parallel_for(0, slices, 1, [&](int64_t begin, int64_t end) {
       for (int64_t bh = begin; bh < end; ++bh) {
+        zero_key_gradients(bh);
         backward_rows<T, kDim>(p, bh, q, k, v, out, logsumexp, grad_out, grad_q,
                                grad_k + bh * key_block, grad_v + bh * key_block, 0,
                                p.num_queries);
@@ -618,6 +657,7 @@ void backward_impl(const SparseAttentionProblem& p, const T* q, const T* k, cons
   std::vector<std::vector<T>> private_k(threads, std::vector<T>(key_block));
   std::vector<std::vector<T>> private_v(threads, std::vector<T>(key_block));
   for (int64_t bh = 0; bh < slices; ++bh) {
+    zero_key_gradients(bh);
     at::parallel_for(0, p.num_queries, 16, [&](int64_t begin, int64_t end) {
       const int64_t id = at::get_thread_num();
       backward_rows<T, kDim>(p, bh, q, k, v, out, logsumexp, grad_out, grad_q,
