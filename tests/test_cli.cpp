@@ -107,6 +107,36 @@ TEST(Cli, BenchDifformerWritesJson) {
   EXPECT_EQ(r.output.rfind("structdiff: error: ", 0), 0u) << r.output;
 }
 
+TEST(Cli, BenchGsdmTimesEveryProblemAtSeveralSizes) {
+  const std::string json_path = temp_path("bench_gsdm.json");
+  Result r = run("--threads 1 bench gsdm --problem bcmf --size 2,2,1 4,4,2 --batch 2 --train-steps 1 "
+                 "--sample-examples 1 --sample-steps 1 --no-ancestral --attention sparse dense "
+                 "--dense-max-nodes 20 --json " + json_path);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("sparse: training step time ~ nodes^"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("skipped (more than --dense-max-nodes 20)"), std::string::npos) << r.output;
+  std::ifstream file(json_path);
+  const nlohmann::json rows = nlohmann::json::parse(file)["rows"];
+  // bcmf 2,2,1 has 12 nodes (A 2, R 2, C 4, E 4) and 4,4,2 has 64: dense runs only on the first.
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0]["nodes"], 12);
+  EXPECT_EQ(rows[1]["attention"], "dense");
+  EXPECT_EQ(rows[2]["nodes"], 64);
+  for (const auto& row : rows) {
+    EXPECT_GT(row["train_step_ms"].get<double>(), 0.0);
+    EXPECT_GT(row["ddim_seconds_per_example"].get<double>(), 0.0);
+  }
+  EXPECT_TRUE(rows[0].contains("log_log_slope"));
+  EXPECT_FALSE(rows[1].contains("log_log_slope"));  // dense ran at one size only
+
+  r = run("bench gsdm --problem sudoku --size 7");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(line_count(r.output), 1) << r.output;
+  EXPECT_NE(r.output.find("--size for sudoku (grid side: 4, 9, 16 or 25): a square of 2..5, got 7"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST(Cli, ClassifierEvalOfTheShippedModel) {
   SKIP_WITHOUT_DATA(std::string(structdiff::data::kFashionMnistDirectory) +
                     "/t10k-images-idx3-ubyte.gz");

@@ -45,7 +45,7 @@ if grep -q SEGFAULT $RES/ctest.log; then
 fi
 step 80 $B --device cuda --seed 1 bench attention --min-time 0.2 --json $RES/bench_attention_gpu.json > $RES/bench_attention_gpu.txt 2>&1
 cat $RES/bench_attention_gpu.txt
-step 60 $B --device cuda --seed 1 bench gsdm --size 9 --batch 32 --attention sparse dense gather --train-steps 30 --sample-puzzles 64 --no-ancestral --json $RES/bench_gsdm_gpu.json > $RES/bench_gsdm_gpu.txt 2>&1
+step 60 $B --device cuda --seed 1 bench gsdm --size 9 --batch 32 --attention sparse dense gather --train-steps 30 --sample-examples 64 --no-ancestral --json $RES/bench_gsdm_gpu.json > $RES/bench_gsdm_gpu.txt 2>&1
 cat $RES/bench_gsdm_gpu.txt
 step 60 $B --device cuda --seed 0 sudoku train --size 9 --dim 128 --blocks 6 --heads 8 --batch 32 --lr 3e-4 --ema 0.999 --train-steps 100000 --max-minutes 0.75 --validate-every 500 --validation-examples 32 --checkpoint $RES/sudoku-ckpt.pt --checkpoint-every 1000 --log $RES/sudoku_gpu_log.jsonl --out $RES/sudoku9-gpu.pt > $RES/sudoku_gpu.txt 2>&1
 tail -c 1500 $RES/sudoku_gpu.txt; rm -f $RES/sudoku-ckpt.pt

@@ -1,17 +1,19 @@
-// `structdiff bench gsdm`: training step time and sampling time per solved puzzle of a Sudoku
-// GSDM on the reference configuration (D = 128, 6 ResNet+attention pairs, 8 heads).
+// `structdiff bench gsdm`: training step time and sampling time of any registered GSDM problem
+// (its paper architecture, Table 2), at one or more graph sizes, per attention mechanism; with
+// several sizes, the log-log slope of step time against the number of graph nodes.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include "cli/command.h"
+#include "structdiff/gsdm_problems.h"
 #include "structdiff/runtime.h"
-#include "structdiff/sudoku_model.h"
 #include "structdiff/train.h"
 
 namespace structdiff::cli {
@@ -19,99 +21,154 @@ namespace {
 
 struct BenchGsdmOptions {
   std::string problem = "sudoku";
-  int size = 9;
-  int64_t batch = 32;
+  std::vector<std::string> sizes;  // empty: the problem's default size
+  int64_t batch = 0;               // 0: the problem's training batch
   std::vector<std::string> attention = {"sparse", "dense"};
+  int64_t dense_max_nodes = 4096;
   int64_t train_steps = 10;
-  int64_t sample_puzzles = 8;
+  int64_t sample_examples = 8;
   bool ancestral = true;
   int64_t sample_steps = 50;
   std::string json_path;
 };
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
+
+// Least-squares slope of log(y) against log(x).
+double log_log_slope(const std::vector<double>& x, const std::vector<double>& y) {
+  const double n = static_cast<double>(x.size());
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double lx = std::log(x[i]), ly = std::log(y[i]);
+    sx += lx;
+    sy += ly;
+    sxx += lx * lx;
+    sxy += lx * ly;
+  }
+  return (n * sxy - sx * sy) / (n * sxx - sx * sx);
+}
+
+// Median milliseconds of the one training loop's step (forward, backward, clipping, AdamW, EMA)
+// after two warm-up steps; the examples are made before the clock starts.
+double median_step_ms(gsdm::ProblemModel& trained, gsdm::ProblemModel& averaged,
+                      const BenchGsdmOptions& o, int64_t batch, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<gsdm::TrainingBatch> batches;
+  for (int64_t i = 0; i < o.train_steps + 2; ++i) {
+    batches.push_back(trained.problem->make_examples(trained.graph, trained.options, batch, rng));
+  }
+  std::vector<double> step_ms;
+  train::LoopTask task;
+  task.model = trained.model.get();
+  task.ema_model = averaged.model.get();
+  task.loss = [&](int64_t step, std::mt19937_64&, at::Generator& noise) {
+    const gsdm::TrainingBatch& examples = batches[step];
+    return gsdm::training_loss(trained.model, trained.schedule, examples.x0, examples.observed,
+                               noise);
+  };
+  task.on_step = [&](int64_t step, double seconds) {
+    if (step > 2) step_ms.push_back(1e3 * seconds);
+    return true;
+  };
+  train::LoopOptions loop;
+  loop.steps = o.train_steps + 2;
+  loop.learning_rate = 2e-5;
+  loop.show_progress = false;
+  train::run_training(task, loop, seed);
+  std::sort(step_ms.begin(), step_ms.end());
+  return step_ms[step_ms.size() / 2];
+}
+
+// Seconds per example of sampling `count` held-out examples together.
+double sampling_seconds(gsdm::ProblemModel& trained, gsdm::Sampler sampler,
+                        const BenchGsdmOptions& o, uint64_t seed) {
+  std::mt19937_64 rng(seed + 1);
+  const auto& make = trained.problem->make_test_examples ? trained.problem->make_test_examples
+                                                         : trained.problem->make_examples;
+  const gsdm::TrainingBatch examples =
+      make(trained.graph, trained.options, o.sample_examples, rng);
+  gsdm::SampleOptions options;
+  options.generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  options.sampler = sampler;
+  options.ddim_steps = o.sample_steps;
+  trained.model->eval();
+  const nlohmann::json metrics = gsdm::evaluate(trained, examples, options, o.sample_examples);
+  return metrics["seconds"].get<double>() / static_cast<double>(o.sample_examples);
 }
 
 void run(const BenchGsdmOptions& o, const GlobalOptions& global) {
-  int n = 2;
-  while (n * n < o.size) ++n;
-  if (n * n != o.size || n > 5) throw std::invalid_argument("--size takes 4, 9, 16 or 25");
-  nlohmann::json rows = nlohmann::json::array();
-  std::printf("structdiff bench gsdm: Sudoku %dx%d, batch %ld, D=128, 6 blocks, 8 heads, on %s, %d "
+  const gsdm::Problem& problem = gsdm::find_problem(o.problem);
+  std::vector<gsdm::ProblemOptions> sizes;
+  for (const std::string& text : o.sizes.empty() ? std::vector<std::string>{""} : o.sizes) {
+    gsdm::ProblemOptions options;
+    if (!text.empty()) options.size = gsdm::parse_size(text);
+    sizes.push_back(gsdm::resolve_options(problem, options));
+  }
+  gsdm::GsdmConfig config = problem.config;
+  const int64_t batch = o.batch > 0 ? o.batch : problem.batch;
+  std::printf("structdiff bench gsdm: %s, batch %ld, D=%ld, %ld blocks, %ld heads, on %s, %d "
               "threads\n",
-              o.size, o.size, static_cast<long>(o.batch), global.device.str().c_str(),
-              global.threads);
-  for (const std::string& attention : o.attention) {
-    gsdm::GsdmConfig config;
-    config.attention = parse_mechanism(attention);
-    const nlohmann::json metadata =
-        sudoku::model_metadata(n, sudoku::GridFamily::broad, config, diffusion::ScheduleConfig{});
-    DefaultGeneratorGuard seeded(global.seed);  // the bench's weights
-    sudoku::TrainedModel trained = sudoku::build_model(metadata);
-    sudoku::TrainedModel averaged = sudoku::build_model(metadata);
-    trained.model->to(global.device);
-    averaged.model->to(global.device);
-    std::mt19937_64 rng(global.seed);
-    // Data generation is excluded: the step is the one training loop's forward, backward,
-    // clipping, AdamW update and EMA, after two warm-up steps.
-    std::vector<sudoku::Batch> batches;
-    for (int64_t i = 0; i < o.train_steps + 2; ++i) batches.push_back(sudoku::make_training_batch(n, o.batch, rng));
-    std::vector<double> step_ms;
-    train::LoopTask task;
-    task.model = trained.model.get();
-    task.ema_model = averaged.model.get();
-    task.loss = [&](int64_t step, std::mt19937_64&, at::Generator& noise) {
-      const sudoku::Batch& batch = batches[step];
-      return gsdm::training_loss(trained.model, trained.schedule, batch.x0, batch.observed, noise);
-    };
-    task.on_step = [&](int64_t step, double seconds) {
-      if (step > 2) step_ms.push_back(1e3 * seconds);
-      return true;
-    };
-    train::LoopOptions loop;
-    loop.steps = o.train_steps + 2;
-    loop.learning_rate = 2e-5;
-    loop.show_progress = false;
-    train::run_training(task, loop, global.seed);
-    std::sort(step_ms.begin(), step_ms.end());
-    const double median_step_ms = step_ms[step_ms.size() / 2];
-    std::printf("%-7s training step %8.1f ms/step (median of %ld)\n", attention.c_str(), median_step_ms,
-                static_cast<long>(o.train_steps));
-    nlohmann::json row = {{"problem", o.problem}, {"size", o.size}, {"attention", attention},
-                          {"batch", o.batch}, {"threads", global.threads},
-                          {"device", global.device.str()}, {"train_step_ms", median_step_ms}};
-
-    trained.model->eval();
-    std::vector<sudoku::Grid> puzzles;
-    for (int64_t i = 0; i < o.sample_puzzles; ++i) {
-      const sudoku::Grid solution = sudoku::generate_solution(n, rng);
-      puzzles.push_back(sudoku::observe_random_cells(solution, solution.size() / 2, rng));
+              problem.name.c_str(), static_cast<long>(batch), static_cast<long>(config.dim),
+              static_cast<long>(config.blocks), static_cast<long>(config.heads),
+              global.device.str().c_str(), global.threads);
+  nlohmann::json rows = nlohmann::json::array();
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> scaling;
+  for (const gsdm::ProblemOptions& options : sizes) {
+    for (const std::string& attention : o.attention) {
+      config.attention = parse_mechanism(attention);
+      const nlohmann::json metadata = gsdm::problem_model_metadata(
+          problem, options, config, diffusion::ScheduleConfig{});
+      gsdm::ProblemModel trained = [&] {
+        DefaultGeneratorGuard seeded(global.seed);  // the bench's weights
+        return gsdm::build_problem_model(metadata);
+      }();
+      const int64_t nodes = trained.graph.num_nodes();
+      const std::string label = gsdm::size_text(options.size) + " " + attention;
+      // Without the mask every pair of nodes is attended to: (nodes x nodes) scores per head.
+      if (config.attention != Mechanism::sparse && nodes > o.dense_max_nodes) {
+        std::printf("%-22s %7ld nodes  skipped (more than --dense-max-nodes %ld)\n",
+                    label.c_str(), static_cast<long>(nodes), static_cast<long>(o.dense_max_nodes));
+        continue;
+      }
+      gsdm::ProblemModel averaged = gsdm::build_problem_model(metadata);
+      trained.model->to(global.device);
+      averaged.model->to(global.device);
+      const double step_ms = median_step_ms(trained, averaged, o, batch, global.seed);
+      std::printf("%-22s %7ld nodes  training step %9.1f ms (median of %ld)\n", label.c_str(),
+                  static_cast<long>(nodes), step_ms, static_cast<long>(o.train_steps));
+      nlohmann::json row = {{"problem", problem.name}, {"size", options.size},
+                            {"nodes", nodes}, {"attention", attention}, {"batch", batch},
+                            {"threads", global.threads}, {"device", global.device.str()},
+                            {"train_step_ms", step_ms}};
+      scaling[attention].first.push_back(static_cast<double>(nodes));
+      scaling[attention].second.push_back(step_ms);
+      if (o.sample_examples > 0) {
+        const double ddim = sampling_seconds(trained, gsdm::Sampler::ddim, o, global.seed);
+        std::printf("%-22s DDIM (%ld steps)   %9.3f s/example (batch of %ld)\n", label.c_str(),
+                    static_cast<long>(o.sample_steps), ddim, static_cast<long>(o.sample_examples));
+        row["sample_steps"] = o.sample_steps;
+        row["ddim_seconds_per_example"] = ddim;
+        if (o.ancestral) {
+          const double ancestral =
+              sampling_seconds(trained, gsdm::Sampler::ancestral, o, global.seed);
+          std::printf("%-22s ancestral (%ld steps) %7.3f s/example (batch of %ld)\n",
+                      label.c_str(), static_cast<long>(trained.schedule.steps()), ancestral,
+                      static_cast<long>(o.sample_examples));
+          row["ancestral_seconds_per_example"] = ancestral;
+        }
+        row["sample_batch"] = o.sample_examples;
+      }
+      rows.push_back(row);
     }
-    auto time_sampler = [&](sudoku::Sampler sampler) {
-      sudoku::SolveOptions options;
-      options.generator = at::make_generator<at::CPUGeneratorImpl>(global.seed);
-      options.sampler = sampler;
-      options.ddim_steps = o.sample_steps;
-      const auto start = Clock::now();
-      sudoku::solve(trained.model, trained.schedule, puzzles, options);
-      return seconds_since(start) / static_cast<double>(puzzles.size());
-    };
-    const double ddim = time_sampler(sudoku::Sampler::ddim);
-    std::printf("%-7s DDIM (%ld steps)        %8.3f s/puzzle (batch of %ld)\n", attention.c_str(),
-                static_cast<long>(o.sample_steps), ddim, static_cast<long>(o.sample_puzzles));
-    row["sample_steps"] = o.sample_steps;
-    row["ddim_seconds_per_puzzle"] = ddim;
-    if (o.ancestral) {
-      const double ancestral = time_sampler(sudoku::Sampler::ancestral);
-      std::printf("%-7s ancestral (%ld steps)  %8.3f s/puzzle (batch of %ld)\n", attention.c_str(),
-                  static_cast<long>(trained.schedule.steps()), ancestral,
-                  static_cast<long>(o.sample_puzzles));
-      row["ancestral_seconds_per_puzzle"] = ancestral;
+  }
+  for (const auto& [attention, points] : scaling) {
+    if (points.first.size() < 2) continue;
+    const double slope = log_log_slope(points.first, points.second);
+    std::printf("%s: training step time ~ nodes^%.2f (log-log slope over %zu sizes)\n",
+                attention.c_str(), slope, points.first.size());
+    for (nlohmann::json& row : rows) {
+      if (row["attention"] == attention) row["log_log_slope"] = slope;
     }
-    row["sample_batch"] = o.sample_puzzles;
-    rows.push_back(row);
   }
   if (!o.json_path.empty()) write_json_file(o.json_path, rows);
 }
@@ -120,21 +177,31 @@ void run(const BenchGsdmOptions& o, const GlobalOptions& global) {
 
 void register_bench_gsdm(CLI::App& bench, const GlobalOptions& global, Action& action) {
   auto o = std::make_shared<BenchGsdmOptions>();
-  CLI::App* cmd = bench.add_subcommand("gsdm", "GSDM training step and sampling time (Sudoku)");
-  cmd->add_option("--problem", o->problem, "Problem")->check(CLI::IsMember({"sudoku"}))->capture_default_str();
-  cmd->add_option("--size", o->size, "Sudoku side")->check(CLI::IsMember({4, 9, 16, 25}))->capture_default_str();
-  cmd->add_option("--batch", o->batch, "Training batch")->check(positive())->capture_default_str();
+  CLI::App* cmd = bench.add_subcommand(
+      "gsdm", "GSDM training step and sampling time, per attention mechanism and graph size");
+  std::vector<std::string> names;
+  for (const gsdm::Problem& p : gsdm::problems()) names.push_back(p.name);
+  cmd->add_option("--problem", o->problem, "Problem")->check(CLI::IsMember(names))->capture_default_str();
+  cmd->add_option("--size", o->sizes,
+                  "Graph sizes, each as `gsdm train --size` takes it (e.g. 9, or 16,16,4); "
+                  "default: the problem's");
+  cmd->add_option("--batch", o->batch, "Training batch (default: the problem's)")->check(positive());
   cmd->add_option("--attention", o->attention, "Mechanisms to compare")
       ->check(CLI::IsMember({"sparse", "gather", "dense"}))
       ->capture_default_str();
-  cmd->add_option("--train-steps", o->train_steps, "Timed training steps")->check(positive())->capture_default_str();
-  cmd->add_option("--sample-puzzles", o->sample_puzzles, "Puzzles sampled together")
+  cmd->add_option("--dense-max-nodes", o->dense_max_nodes,
+                  "Skip gather and dense on graphs with more nodes (their memory grows as nodes^2)")
       ->check(positive())
+      ->capture_default_str();
+  cmd->add_option("--train-steps", o->train_steps, "Timed training steps")->check(positive())->capture_default_str();
+  cmd->add_option("--sample-examples", o->sample_examples,
+                  "Examples sampled together (0: no sampling)")
+      ->check(non_negative())
       ->capture_default_str();
   cmd->add_option("--sample-steps", o->sample_steps, "DDIM steps")->check(positive())->capture_default_str();
   cmd->add_flag("--ancestral,!--no-ancestral", o->ancestral, "Also time the 1000-step ancestral sampler")
       ->capture_default_str();
-  cmd->add_option("--json", o->json_path, "Write one JSON row per attention mechanism")
+  cmd->add_option("--json", o->json_path, "Write one JSON row per size and attention mechanism")
       ->check(writable_file());
   cmd->callback([o, &global, &action] { action = [o, &global] { run(*o, global); }; });
 }
