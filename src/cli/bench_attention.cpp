@@ -41,8 +41,8 @@ struct Measurement {
   double gbytes_per_second() const { return bytes / (ms * 1e6); }
 };
 
-// What the machine itself reaches on `device`, measured in the same run as the mechanisms: a
-// square matrix product (GFLOP/s) and a large copy (GB/s, bytes read plus written).
+// What the machine itself reaches on `device`, measured right before each mechanism: a square
+// matrix product (GFLOP/s) and a large copy (GB/s, bytes read plus written).
 struct MachineLimits {
   double matmul_gflops = 0, copy_gbytes_per_second = 0;
 };
@@ -161,15 +161,14 @@ void run(const BenchOptions& options, const GlobalOptions& global) {
               ">= %d runs (more while they fit in %.1f s)\n",
               options.dtype.c_str(), global.device.str().c_str(), global.threads,
               options.min_reps, options.min_seconds);
-  const MachineLimits limits = measure_machine(dtype, global.device, options);
-  std::printf("# this machine, same run: matrix product %.1f GFLOP/s, copy %.1f GB/s (read + "
-              "written); %%peak and %%copy below are each mechanism's share of them\n",
-              limits.matmul_gflops, limits.copy_gbytes_per_second);
+  std::printf("# %%peak and %%copy: each mechanism's share of a matrix product (GFLOP/s, column "
+              "\"matmul\") and a copy (GB/s read + written) timed on this machine just before it: "
+              "a shared VM's speed drifts by tens of percent within minutes\n");
   std::printf("# keys: the pattern's, or all for mechanisms that take none. GFLOP/s and GB/s: the "
               "mechanism registry's counts (products; compulsory traffic) over the time. max|err|: "
               "first batch element and head of the first call against the float64 reference.\n");
-  std::printf("%-11s %-19s %-7s %10s %9s %6s %8s %6s %9s %10s\n", "workload", "mechanism",
-              "keys", "ms", "GFLOP/s", "%peak", "GB/s", "%copy", "peak MB", "max|err|");
+  std::printf("%-11s %-19s %-7s %10s %9s %6s %8s %8s %6s %9s %10s\n", "workload", "mechanism",
+              "keys", "ms", "GFLOP/s", "%peak", "matmul", "GB/s", "%copy", "peak MB", "max|err|");
   for (const auto& name : options.workloads) {
     const AttentionWorkload w = make_attention_workload(name, global.seed);
     int64_t entries = 0;
@@ -180,14 +179,16 @@ void run(const BenchOptions& options, const GlobalOptions& global) {
                 static_cast<long>(w.patterns.front().num_queries()), static_cast<long>(entries));
     std::map<std::string, double> ms_by_mechanism;
     for (const auto& mechanism : options.mechanisms) {
+      const MachineLimits limits = measure_machine(dtype, global.device, options);
       const Measurement m = measure(w, mechanism_info(parse_mechanism(mechanism)), dtype,
                                     global.device, options, global.seed);
       ms_by_mechanism[mechanism] = m.ms;
-      std::printf("%-11s %-19s %-7s %10.2f %9.2f %6.1f %8.2f %6.1f %9.1f %10.2e\n",
+      std::printf("%-11s %-19s %-7s %10.2f %9.2f %6.1f %8.1f %8.2f %6.1f %9.1f %10.2e\n",
                   w.name.c_str(), mechanism.c_str(), m.restricted ? "pattern" : "all", m.ms,
                   m.gflops_per_second(), 100.0 * m.gflops_per_second() / limits.matmul_gflops,
-                  m.gbytes_per_second(), 100.0 * m.gbytes_per_second() / limits.copy_gbytes_per_second,
-                  m.peak_mb, m.max_abs_error);
+                  limits.matmul_gflops, m.gbytes_per_second(),
+                  100.0 * m.gbytes_per_second() / limits.copy_gbytes_per_second, m.peak_mb,
+                  m.max_abs_error);
       std::fflush(stdout);
       rows.push_back({{"workload", w.name},
                       {"mechanism", mechanism},
