@@ -11,6 +11,7 @@
 #include "structdiff/rope.h"
 #include "structdiff/tracformer_training.h"
 #include "support/expect_throw.h"
+#include "support/gradcheck.h"
 #include "support/modules.h"
 #include "support/temporary_files.h"
 
@@ -61,6 +62,34 @@ TEST(Rope, PerElementPositionsAndBadShapes) {
                     "even head_dim");
   EXPECT_THROW_WITH(apply_rope(x, torch::arange(4)), std::invalid_argument,
                     "positions must be (3)");
+}
+
+// The fused CPU rotation's own backward, by central differences: shared and per-element
+// positions, on a transposed (strided) input as the attention modules pass it.
+TEST(Rope, GradientsMatchFiniteDifferences) {
+  torch::manual_seed(2);
+  const torch::Tensor x = torch::randn({2, 4, 3, 6}, torch::kDouble);  // (batch, tokens, heads, dim)
+  for (const torch::Tensor& positions :
+       {torch::tensor({0, 5, 1000, 7}), torch::tensor({{0, 1, 2, 3}, {9, 8, 7, 6}})}) {
+    EXPECT_EQ(testing::check_gradients(
+                  [&](const std::vector<torch::Tensor>& in) {
+                    return apply_rope(in[0].transpose(1, 2), positions);
+                  },
+                  {x}),
+              "")
+        << positions;
+  }
+}
+
+// float32 through the fused rotation against the float64 one, on a strided input.
+TEST(Rope, Float32MatchesFloat64) {
+  torch::manual_seed(3);
+  const torch::Tensor x = torch::randn({2, 7, 3, 32}, torch::kDouble).transpose(1, 2);
+  const torch::Tensor positions = torch::arange(100, 107);
+  const torch::Tensor exact = apply_rope(x, positions);
+  const torch::Tensor single = apply_rope(x.to(torch::kFloat), positions);
+  EXPECT_TRUE(single.is_contiguous());
+  EXPECT_LT((single.to(torch::kDouble) - exact).abs().max().item<double>(), 1e-5);
 }
 
 // ---- configuration ---------------------------------------------------------------------------
