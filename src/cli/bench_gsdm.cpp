@@ -125,7 +125,7 @@ void run(const BenchGsdmOptions& o, const GlobalOptions& global) {
       const int64_t nodes = trained.graph.num_nodes();
       const std::string label = gsdm::size_text(options.size) + " " + attention;
       // Without the mask every pair of nodes is attended to: (nodes x nodes) scores per head.
-      if (config.attention != Mechanism::sparse && nodes > o.dense_max_nodes) {
+      if (config.attention == Mechanism::dense && nodes > o.dense_max_nodes) {
         std::printf("%-22s %7ld nodes  skipped (more than --dense-max-nodes %ld)\n",
                     label.c_str(), static_cast<long>(nodes), static_cast<long>(o.dense_max_nodes));
         continue;
@@ -190,7 +190,7 @@ void register_bench_gsdm(CLI::App& bench, const GlobalOptions& global, Action& a
       ->check(CLI::IsMember({"sparse", "gather", "dense"}))
       ->capture_default_str();
   cmd->add_option("--dense-max-nodes", o->dense_max_nodes,
-                  "Skip gather and dense on graphs with more nodes (their memory grows as nodes^2)")
+                  "Skip dense on graphs with more nodes (its memory grows as nodes^2)")
       ->check(positive())
       ->capture_default_str();
   cmd->add_option("--train-steps", o->train_steps, "Timed training steps")->check(positive())->capture_default_str();
