@@ -42,16 +42,13 @@ class TokenNorm(torch.nn.Module):
 
 
 class ResBlock(torch.nn.Module):
-    def __init__(self, dim, norm, time_swish):
+    def __init__(self, dim, norm):
         super().__init__()
-        self.time_swish = time_swish
         self.norm1, self.norm2 = TokenNorm(norm, dim), TokenNorm(norm, dim)
         self.linear1, self.linear2 = torch.nn.Linear(dim, dim), torch.nn.Linear(dim, dim)
         self.time_proj, self.node_proj = torch.nn.Linear(dim, dim), torch.nn.Linear(dim, dim)
 
     def forward(self, h, time_embedding, node_embedding):
-        if self.time_swish:
-            time_embedding = F.silu(time_embedding)
         a = (self.linear1(F.silu(self.norm1(h))) + self.time_proj(time_embedding).unsqueeze(1)
              + self.node_proj(node_embedding).unsqueeze(0))
         return h + self.linear2(F.silu(self.norm2(a)))
@@ -87,7 +84,7 @@ class Gsdm(torch.nn.Module):
         dim, heads, norm = config["dim"], config["heads"], config["norm"]
         # Files written before these switches have the defaults.
         scaled = config.get("attention_scaling", "inverse-sqrt-dim") == "inverse-sqrt-dim"
-        time_swish = config.get("time_swish", False)
+        self.time_swish = config.get("time_swish", False)
         row_offsets, col_indices, groups, nodes, entries = structure
         self.dim = dim
         self.pattern = (None if config["attention"] == "dense"
@@ -109,7 +106,7 @@ class Gsdm(torch.nn.Module):
         self.observed_embedding = torch.nn.Parameter(torch.zeros(dim))
         self.time_in, self.time_out = torch.nn.Linear(dim, dim), torch.nn.Linear(dim, dim)
         for i in range(config["blocks"]):
-            self.add_module(f"res{i}", ResBlock(dim, norm, time_swish))
+            self.add_module(f"res{i}", ResBlock(dim, norm))
             self.add_module(f"attn{i}", AttentionBlock(dim, heads, norm, scaled))
         self.blocks = config["blocks"]
         self.final_norm = TokenNorm(norm, dim) if config.get("output_norm", True) else None
@@ -131,6 +128,8 @@ class Gsdm(torch.nn.Module):
             h = h.index_copy(1, nodes.to(x_t.device), self.input_proj[projection](values))
         h = h + observed.unsqueeze(-1).to(h.dtype) * self.observed_embedding
         time_embedding = self.time_out(F.silu(self.time_in(sinusoidal_embedding(t, self.dim))))
+        if self.time_swish:  # the same input to every block's time projection: swish once
+            time_embedding = F.silu(time_embedding)
         node_embedding = self.node_table(self.embedding_index) + self.sinusoidal_codes
         pattern = None if self.pattern is None else self.pattern.to(x_t.device)
         for i in range(self.blocks):

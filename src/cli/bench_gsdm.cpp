@@ -2,7 +2,6 @@
 // (its paper architecture, Table 2), at one or more graph sizes, per attention mechanism; with
 // several sizes, the log-log slope of step time against the number of graph nodes.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -31,8 +30,6 @@ struct BenchGsdmOptions {
   int64_t sample_steps = 50;
   std::string json_path;
 };
-
-using Clock = std::chrono::steady_clock;
 
 // Least-squares slope of log(y) against log(x).
 double log_log_slope(const std::vector<double>& x, const std::vector<double>& y) {

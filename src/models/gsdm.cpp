@@ -133,9 +133,8 @@ class TokenNormImpl : public torch::nn::Module {
 // norm -> swish -> linear, residual.
 class ResBlockImpl : public torch::nn::Module {
  public:
-  ResBlockImpl(int64_t dim, NormKind norm, bool time_swish)
-      : time_swish_(time_swish),
-        norm1_(register_module("norm1", std::make_shared<TokenNormImpl>(norm, dim))),
+  ResBlockImpl(int64_t dim, NormKind norm)
+      : norm1_(register_module("norm1", std::make_shared<TokenNormImpl>(norm, dim))),
         norm2_(register_module("norm2", std::make_shared<TokenNormImpl>(norm, dim))),
         linear1_(register_module("linear1", torch::nn::Linear(dim, dim))),
         linear2_(register_module("linear2", torch::nn::Linear(dim, dim))),
@@ -145,14 +144,12 @@ class ResBlockImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& h, const torch::Tensor& time_embedding,
                         const torch::Tensor& node_embedding) {
     torch::Tensor a = linear1_(torch::silu(norm1_->forward(h))) +
-                      time_proj_(time_swish_ ? torch::silu(time_embedding) : time_embedding)
-                          .unsqueeze(1) +
+                      time_proj_(time_embedding).unsqueeze(1) +
                       node_proj_(node_embedding).unsqueeze(0);
     return h + linear2_(torch::silu(norm2_->forward(a)));
   }
 
  private:
-  bool time_swish_;
   std::shared_ptr<TokenNormImpl> norm1_, norm2_;
   torch::nn::Linear linear1_, linear2_, time_proj_, node_proj_;
 };
@@ -328,7 +325,7 @@ GsdmImpl::GsdmImpl(const graph::GraphicalModel& model, GsdmConfig config)
   time_out_ = register_module("time_out", torch::nn::Linear(dim, dim));
   for (int64_t i = 0; i < config_.blocks; ++i) {
     res_blocks_.push_back(register_module("res" + std::to_string(i),
-                                          std::make_shared<ResBlockImpl>(dim, config_.norm, config_.time_swish)));
+                                          std::make_shared<ResBlockImpl>(dim, config_.norm)));
     attention_blocks_.push_back(register_module(
         "attn" + std::to_string(i),
         std::make_shared<AttentionBlockImpl>(dim, config_.heads, config_.norm, config_.attention,
@@ -386,6 +383,8 @@ torch::Tensor GsdmImpl::forward(const torch::Tensor& x_t, const torch::Tensor& t
   h = h + observed.unsqueeze(-1).to(h.scalar_type()) * observed_embedding_;
   torch::Tensor time_embedding = time_out_(
       torch::silu(time_in_(sinusoidal_embedding(t, dim, FrequencySpacing::transformer))));
+  // The same input to every block's time projection, so the reference's swish is taken once.
+  if (config_.time_swish) time_embedding = torch::silu(time_embedding);
   torch::Tensor node_embedding = node_table_->forward(s.embedding_index) + s.sinusoidal_codes;
   for (size_t i = 0; i < res_blocks_.size(); ++i) {
     h = res_blocks_[i]->forward(h, time_embedding, node_embedding);
