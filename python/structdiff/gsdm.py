@@ -66,7 +66,7 @@ class AttentionBlock(torch.nn.Module):
     def forward(self, h, pattern):
         batch, nodes, dim = h.shape
         qkv = self.qkv(self.norm(h)).view(batch, nodes, 3, self.heads, dim // self.heads)
-        q, k, v = (qkv.select(2, i).transpose(1, 2) for i in range(3))
+        q, k, v = (part.transpose(1, 2) for part in qkv.unbind(2))  # one stack in backward
         if pattern is None:  # dense attention: every node attends to every node
             scores = q @ k.transpose(-2, -1) * self.scale
             attended = torch.softmax(scores, -1) @ v
