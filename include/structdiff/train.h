@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
+#include <torch/optim/adamw.h>
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/archive.h>
 
@@ -43,6 +44,20 @@ class Ema {
   std::vector<std::string> names_;
   std::vector<torch::Tensor> shadow_;  // parameters then buffers, in names_ order
 };
+
+// torch::optim::AdamW (same options, state and checkpoint format, same arithmetic) whose step
+// updates each CPU parameter tensor in one pass instead of eight tensor operations; other devices
+// and amsgrad take libtorch's step.
+class FusedAdamW : public torch::optim::AdamW {
+ public:
+  using torch::optim::AdamW::AdamW;
+  torch::Tensor step(LossClosure closure = nullptr) override;
+};
+
+// Scales the gradients of `parameters` so that their joint L2 norm is at most `max_norm`, as
+// torch::nn::utils::clip_grad_norm_ does, and returns the norm before scaling; one pass per
+// gradient to measure and, only when the norm exceeds the limit, one to scale.
+double clip_gradient_norm(const std::vector<torch::Tensor>& parameters, double max_norm);
 
 // What a model file holds. `metadata` carries the model's kind ("kind") and configuration, so a
 // file can be loaded without its command line. Every file also records the provenance of the run

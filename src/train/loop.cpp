@@ -90,7 +90,7 @@ class SignalCatcher {
 
 // Decay on matrices (weights of linear and convolution layers, embeddings) only: decaying biases
 // and norm gains pulls them towards zero for no regularising benefit.
-torch::optim::AdamW make_optimizer(torch::nn::Module& model, const LoopOptions& options) {
+FusedAdamW make_optimizer(torch::nn::Module& model, const LoopOptions& options) {
   std::vector<torch::Tensor> matrices, others;
   for (const torch::Tensor& parameter : model.parameters()) {
     (parameter.dim() >= 2 ? matrices : others).push_back(parameter);
@@ -106,8 +106,8 @@ torch::optim::AdamW make_optimizer(torch::nn::Module& model, const LoopOptions& 
   };
   group(std::move(matrices), options.weight_decay);
   group(std::move(others), 0.0);
-  return torch::optim::AdamW(std::move(groups),
-                             torch::optim::AdamWOptions(options.learning_rate).weight_decay(0.0));
+  return FusedAdamW(std::move(groups),
+                    torch::optim::AdamWOptions(options.learning_rate).weight_decay(0.0));
 }
 
 std::string checkpoint_clause(const LoopOptions& options, int64_t step) {
@@ -189,7 +189,7 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
   }
   using Clock = std::chrono::steady_clock;
   torch::nn::Module& model = *task.model;
-  torch::optim::AdamW optimizer = make_optimizer(model, options);
+  FusedAdamW optimizer = make_optimizer(model, options);
   Ema ema(model, options.ema_decay);
   std::mt19937_64 rng(data_seed);
   at::Generator noise = at::make_generator<at::CPUGeneratorImpl>(data_seed);
@@ -281,7 +281,7 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
       communication += std::chrono::duration<double>(Clock::now() - communication_started).count();
       stop_unless_finite("loss", value);
     }
-    const double grad_norm = torch::nn::utils::clip_grad_norm_(model.parameters(), options.clip_norm);
+    const double grad_norm = clip_gradient_norm(model.parameters(), options.clip_norm);
     stop_unless_finite("gradient norm", grad_norm);
     optimizer.step();
     ema.update(model);
