@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Structured (sparse mask) vs unstructured (dense) attention for Sudoku GSDMs at equal training
-# wall-clock, as in the GSDM paper's Figure 5b. All four runs train at once, one thread each, so
-# each pair shares the machine equally; then each model is evaluated with DDIM.
-# Usage: scripts/gsdm_ablation.sh MINUTES OUT_DIR
+# wall-clock, as in the GSDM paper's Figure 5b. All runs of the chosen sizes train at once, one
+# thread each, so each pair shares the machine equally; then each model is evaluated with DDIM.
+# Usage: scripts/gsdm_ablation.sh [--sizes "9 16"] MINUTES OUT_DIR   (sizes: 9, 16, 25)
 set -euo pipefail
-minutes=${1:?minutes of training per run}
-out=${2:?output directory}
+sizes="9 16"
 source "$(dirname "$0")/lib/experiments.sh"
+parse_options "--sizes" "$@"
+minutes=${arguments[0]:?minutes of training per run}
+out=${arguments[1]:?output directory}
 mkdir -p "$out"
 
 # Every option the recorded table relies on is spelled out, so a changed default cannot change
@@ -19,13 +21,26 @@ train() {  # size attention dim blocks heads
     --validate-every 0 --train-steps 1000000 --max-minutes "$minutes" \
     --log "$out/sudoku$1-$2.jsonl" --out "$out/sudoku$1-$2.pt" > "$out/sudoku$1-$2.train.txt" 2>&1
 }
-# 9x9 with the reference configuration; 16x16 smaller so that it gets through enough steps.
-train 9 sparse 128 6 8 & train 9 dense 128 6 8 &
-train 16 sparse 64 4 4 & train 16 dense 64 4 4 &
+# 9x9 with the reference configuration; 16x16 and 25x25 smaller so that they get through enough
+# steps.
+shape() {  # size -> dim blocks heads
+  case $1 in
+    9) echo 128 6 8 ;;
+    16 | 25) echo 64 4 4 ;;
+    *) echo "size $1: the sizes are 9, 16 and 25" >&2; exit 2 ;;
+  esac
+}
+for size in $sizes; do shape "$size" > /dev/null; done
+for size in $sizes; do
+  # shellcheck disable=SC2046
+  train "$size" sparse $(shape "$size") &
+  # shellcheck disable=SC2046
+  train "$size" dense $(shape "$size") &
+done
 wait
-for model in "$out"/sudoku*.pt; do
+for size in $sizes; do for model in "$out"/sudoku"$size"-*.pt; do
   # The table predates stochastic DDIM as the default: deterministic DDIM 50 (eta 0).
   "$bin" --threads 2 --seed 1 sudoku eval --model "$model" --count 64 --no-unique \
     --sampler ddim --sample-steps 50 --eta 0 --grids broad \
     --diversity-samples 8 --json "${model%.pt}.eval.json" > "${model%.pt}.eval.txt"
-done
+done; done

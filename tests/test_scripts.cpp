@@ -70,7 +70,7 @@ TEST(DryRunLines, NamesEveryLineThatDoesNotParse) {
 
 INSTANTIATE_TEST_SUITE_P(
     Scripts, ExperimentScript,
-    ::testing::Values(Script{"gsdm_ablation.sh", "1"},
+    ::testing::Values(Script{"gsdm_ablation.sh", "1"}, Script{"gsdm_ablation.sh", "--sizes 25 1"},
                       Script{"gsdm_boolean_fit.sh", "--depths 2 --cap 4 --every 2"},
                       Script{"gsdm_sorting_masks.sh", "--size 3 --steps 2"},
                       Script{"ddpm_experiments.sh", "--minutes 1 --samples 10"},
