@@ -173,6 +173,22 @@ TEST(FusedAdamW, StateIsLibtorchsAdamWState) {
   expect_parameters_near(model, twin, 1e-6);
 }
 
+TEST(FusedAdamW, CountsItsUpdateAsAnInPlaceChange) {
+  torch::nn::Linear layer(2, 1);
+  FusedAdamW optimizer(layer->parameters(), torch::optim::AdamWOptions(0.1));
+  const torch::Tensor weight = layer->weight;
+  const torch::Tensor saved = (weight * weight).sum();  // keeps the weight for its backward
+  weight.sum().backward();
+  optimizer.step();
+  try {
+    saved.backward();
+    FAIL() << "a graph that saved the old weight ran backward after the update";
+  } catch (const c10::Error& error) {
+    EXPECT_NE(std::string(error.what()).find("modified by an inplace operation"), std::string::npos)
+        << error.what();
+  }
+}
+
 TEST(ClipGradientNorm, MatchesLibtorchAndReturnsTheNormBeforeScaling) {
   for (const double limit : {0.05, 1e6}) {
     torch::manual_seed(5);

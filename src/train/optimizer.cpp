@@ -15,7 +15,8 @@ namespace {
 // What the fused passes take: CPU, contiguous, float or double (a GPU model or an odd layout
 // takes libtorch's path).
 bool fusable(const torch::Tensor& t, const torch::Tensor& like) {
-  return t.device().is_cpu() && t.is_contiguous() && t.scalar_type() == like.scalar_type() &&
+  return t.device().is_cpu() && t.layout() == torch::kStrided && t.is_contiguous() &&
+         t.scalar_type() == like.scalar_type() &&
          (t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kDouble);
 }
 
@@ -82,6 +83,9 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
                                         state.exp_avg().data_ptr<scalar_t>(),
                                         state.exp_avg_sq().data_ptr<scalar_t>());
       });
+      // Written through its pointer: count the change as libtorch's in-place operations do, so
+      // autograd still refuses a graph that saved the old values.
+      p.unsafeGetTensorImpl()->bump_version();
     }
   }
   return loss;
