@@ -1,5 +1,5 @@
-// The fused AdamW and gradient clipping against libtorch's, EMA arithmetic, exactly resumable checkpoints and their error messages, the metrics log and
-// the progress line.
+// The fused AdamW and gradient clipping against libtorch's, EMA arithmetic, exactly resumable
+// checkpoints and their error messages, the metrics log and the progress line.
 #include <unistd.h>
 
 #include <chrono>
@@ -96,7 +96,9 @@ torch::nn::Sequential smooth_model() {
 template <typename Optimizer>
 Optimizer grouped_adamw(torch::nn::Sequential& model, double learning_rate) {
   std::vector<torch::Tensor> matrices, others;
-  for (const torch::Tensor& p : model->parameters()) (p.dim() >= 2 ? matrices : others).push_back(p);
+  for (const torch::Tensor& p : model->parameters()) {
+    (p.dim() >= 2 ? matrices : others).push_back(p);
+  }
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(matrices, std::make_unique<torch::optim::AdamWOptions>(
                                     torch::optim::AdamWOptions(learning_rate)

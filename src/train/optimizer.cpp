@@ -14,10 +14,14 @@ namespace {
 
 // What the fused passes take: CPU, contiguous, float or double (a GPU model or an odd layout
 // takes libtorch's path).
-bool fusable(const torch::Tensor& t, const torch::Tensor& like) {
+bool fusable(const torch::Tensor& t) {
   return t.device().is_cpu() && t.layout() == torch::kStrided && t.is_contiguous() &&
-         t.scalar_type() == like.scalar_type() &&
          (t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kDouble);
+}
+
+// A tensor the pass reads or writes beside `parameter`: fusable and of its type.
+bool fusable_beside(const torch::Tensor& t, const torch::Tensor& parameter) {
+  return fusable(t) && t.scalar_type() == parameter.scalar_type();
 }
 
 // libtorch keys its optimizer state by the parameter's TensorImpl: as a printed pointer in 1.x,
@@ -39,7 +43,8 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
   for (const auto& group : param_groups_) {
     const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
     for (const torch::Tensor& p : group.params()) {
-      if (options.amsgrad() || (p.grad().defined() && !(fusable(p, p) && fusable(p.grad(), p)))) {
+      const bool plain = !p.grad().defined() || (fusable(p) && fusable_beside(p.grad(), p));
+      if (options.amsgrad() || !plain) {
         return torch::optim::AdamW::step(std::move(closure));
       }
     }
@@ -52,6 +57,12 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
   }
   for (auto& group : param_groups_) {
     const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
+    kernels::AdamWUpdate update;
+    update.learning_rate = options.lr();
+    update.weight_decay = options.weight_decay();
+    update.beta1 = std::get<0>(options.betas());
+    update.beta2 = std::get<1>(options.betas());
+    update.eps = options.eps();
     for (torch::Tensor& p : group.params()) {
       if (!p.grad().defined()) continue;
       auto& slot = state_[state_key(state_, p)];
@@ -64,17 +75,13 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
       }
       auto& state = static_cast<torch::optim::AdamWParamState&>(*slot);
       state.step(state.step() + 1);
-      kernels::AdamWUpdate update;
-      update.learning_rate = options.lr();
-      update.weight_decay = options.weight_decay();
-      update.beta1 = std::get<0>(options.betas());
-      update.beta2 = std::get<1>(options.betas());
-      update.eps = options.eps();
       update.bias_correction1 = 1 - std::pow(update.beta1, state.step());
       update.bias_correction2 = 1 - std::pow(update.beta2, state.step());
       // A loaded checkpoint's moments may be strided; the pass needs them contiguous.
-      if (!fusable(state.exp_avg(), p)) state.exp_avg(state.exp_avg().contiguous().to(p.dtype()));
-      if (!fusable(state.exp_avg_sq(), p)) {
+      if (!fusable_beside(state.exp_avg(), p)) {
+        state.exp_avg(state.exp_avg().contiguous().to(p.dtype()));
+      }
+      if (!fusable_beside(state.exp_avg_sq(), p)) {
         state.exp_avg_sq(state.exp_avg_sq().contiguous().to(p.dtype()));
       }
       AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "fused_adamw", [&] {
@@ -95,7 +102,7 @@ double clip_gradient_norm(const std::vector<torch::Tensor>& parameters, double m
   std::vector<torch::Tensor> gradients;
   for (const torch::Tensor& p : parameters) {
     if (!p.grad().defined()) continue;
-    if (!fusable(p.grad(), p.grad())) return torch::nn::utils::clip_grad_norm_(parameters, max_norm);
+    if (!fusable(p.grad())) return torch::nn::utils::clip_grad_norm_(parameters, max_norm);
     gradients.push_back(p.grad());
   }
   double squares = 0;
