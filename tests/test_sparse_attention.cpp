@@ -223,7 +223,7 @@ TEST(SparseAttentionTiles, CliquePatternsAreCoveredWhereTilesPay) {
     EXPECT_EQ(batch.tiled_entries(), batch.num_entries()) << "Sudoku " << n * n;
     EXPECT_GT(batch.tile_index().numel(), 0);
   }
-  // 9-member cliques fill too little of their padded blocks to beat the neighbour lists.
+  // 9-member cliques are too small to beat the neighbour lists.
   EXPECT_EQ(PatternBatch(sudoku_pattern(3)).tiled_entries(), 0);
   EXPECT_EQ(PatternBatch(sudoku_pattern(3)).tile_index().numel(), 0);
   const PatternBatch mixed(cliques_with_leftovers());
@@ -254,6 +254,40 @@ TEST(SparseAttentionTiles, TilesWithLeftoversMatchFiniteDifferencesAndTheNeighbo
       sparse_attention_forward(in[0], in[1], in[2], batch.row_offsets(), batch.col_indices(), scale)
           .out;
   EXPECT_TRUE(torch::allclose(tiled(in), lists, 1e-12, 1e-12));
+}
+
+// Whether tiles are used is decided by the forward pass (they need a slice per thread), which keeps
+// their probabilities for the backward pass only when a gradient will be asked for.
+TEST(SparseAttentionTiles, ThreadCountChangesBetweenPassesAndInferenceGiveTheSameNumbers) {
+  const TwoThreads threads;
+  torch::manual_seed(23);
+  const PatternBatch batch(cliques_with_leftovers());
+  const Inputs in = random_qkv(2, 2, 36, 36, 16);  // 4 slices
+  const torch::Tensor cotangent = torch::randn({2, 2, 36, 16}, torch::kDouble);
+  // Output and gradients with `forward_threads` in the forward pass, `backward_threads` after.
+  const auto run = [&](int forward_threads, int backward_threads) {
+    Inputs x;
+    for (const auto& t : in) x.push_back(t.detach().clone().requires_grad_(true));
+    at::set_num_threads(forward_threads);
+    const torch::Tensor out = sparse_attention(x[0], x[1], x[2], batch, Scaling::inverse_sqrt_dim);
+    at::set_num_threads(backward_threads);
+    (out * cotangent).sum().backward();
+    at::set_num_threads(2);
+    return std::vector<torch::Tensor>{out.detach(), x[0].grad(), x[1].grad(), x[2].grad()};
+  };
+  const std::vector<torch::Tensor> tiled = run(2, 2), lists = run(8, 8);
+  for (const auto& [forward_threads, backward_threads] : {std::pair{2, 8}, std::pair{8, 2}}) {
+    const std::vector<torch::Tensor> mixed = run(forward_threads, backward_threads);
+    for (size_t i = 0; i < mixed.size(); ++i) {
+      EXPECT_TRUE(torch::allclose(mixed[i], tiled[i], 1e-12, 1e-12))
+          << forward_threads << " then " << backward_threads << " threads, tensor " << i;
+      EXPECT_TRUE(torch::allclose(mixed[i], lists[i], 1e-12, 1e-12));
+    }
+  }
+  torch::NoGradGuard no_gradient;
+  EXPECT_TRUE(torch::allclose(
+      sparse_attention(in[0], in[1], in[2], batch, Scaling::inverse_sqrt_dim), tiled[0], 1e-12,
+      1e-12));
 }
 
 TEST(SparseAttentionTiles, Float32TilesAreAsAccurateAsTheNeighbourLists) {

@@ -52,16 +52,26 @@ torch::Tensor with_contiguous_rows(const torch::Tensor& t) {
   return t.stride(3) == 1 ? t : t.contiguous();
 }
 
-SparseAttentionOutput forward_on_pattern(const torch::Tensor& q_in, const torch::Tensor& k_in,
-                                         const torch::Tensor& v_in,
-                                         const torch::Tensor& row_offsets,
-                                         const torch::Tensor& col_indices, double scale,
-                                         kernels::TilePlanView tiles) {
+// The forward pass's results; tile_probabilities is empty unless the backward pass is to read the
+// tiles' probabilities from it.
+struct ForwardResult : SparseAttentionOutput {
+  torch::Tensor tile_probabilities;
+};
+
+ForwardResult forward_on_pattern(const torch::Tensor& q_in, const torch::Tensor& k_in,
+                                 const torch::Tensor& v_in, const torch::Tensor& row_offsets,
+                                 const torch::Tensor& col_indices, double scale,
+                                 kernels::TilePlanView tiles, bool keep_tile_probabilities) {
   const torch::Tensor q = with_contiguous_rows(q_in), k = with_contiguous_rows(k_in),
                       v = with_contiguous_rows(v_in);
-  SparseAttentionOutput result{torch::empty(q.sizes(), q.options()),
-                               torch::empty({q.size(0), q.size(1), q.size(2)}, q.options())};
+  ForwardResult result;
+  result.out = torch::empty(q.sizes(), q.options());
+  result.logsumexp = torch::empty({q.size(0), q.size(1), q.size(2)}, q.options());
   const auto problem = describe(q, k, v, row_offsets, col_indices, scale, tiles);
+  const int64_t kept = keep_tile_probabilities && q.device().is_cpu()
+                           ? kernels::tile_probability_elements(problem)
+                           : 0;
+  result.tile_probabilities = torch::empty({kept}, q.options());
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "sparse_attention_forward", [&] {
     if (q.is_cuda()) {
       kernels::sparse_attention_forward_cuda<scalar_t>(
@@ -71,7 +81,8 @@ SparseAttentionOutput forward_on_pattern(const torch::Tensor& q_in, const torch:
     } else {
       kernels::sparse_attention_forward<scalar_t>(
           problem, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
-          result.out.data_ptr<scalar_t>(), result.logsumexp.data_ptr<scalar_t>());
+          result.out.data_ptr<scalar_t>(), result.logsumexp.data_ptr<scalar_t>(),
+          kept ? result.tile_probabilities.data_ptr<scalar_t>() : nullptr);
     }
   });
   return result;
@@ -81,8 +92,8 @@ SparseAttentionGradients backward_on_pattern(
     const torch::Tensor& grad_out_in, const torch::Tensor& q_in, const torch::Tensor& k_in,
     const torch::Tensor& v_in, const torch::Tensor& out, const torch::Tensor& logsumexp,
     const torch::Tensor& row_offsets, const torch::Tensor& col_indices,
-    const torch::Tensor& key_offsets, const torch::Tensor& key_queries, double scale,
-    kernels::TilePlanView tiles) {
+    const torch::Tensor& key_offsets, const torch::Tensor& key_queries,
+    const torch::Tensor& tile_probabilities, double scale, kernels::TilePlanView tiles) {
   const torch::Tensor q = with_contiguous_rows(q_in), k = with_contiguous_rows(k_in),
                       v = with_contiguous_rows(v_in);
   const auto problem = describe(q, k, v, row_offsets, col_indices, scale, tiles);
@@ -103,6 +114,9 @@ SparseAttentionGradients backward_on_pattern(
       kernels::sparse_attention_backward<scalar_t>(
           problem, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
           out.data_ptr<scalar_t>(), logsumexp.data_ptr<scalar_t>(), grad_out.data_ptr<scalar_t>(),
+          tile_probabilities.defined() && tile_probabilities.numel() > 0
+              ? tile_probabilities.data_ptr<scalar_t>()
+              : nullptr,
           grads.q.data_ptr<scalar_t>(), grads.k.data_ptr<scalar_t>(), grads.v.data_ptr<scalar_t>());
     }
   });
@@ -112,17 +126,21 @@ SparseAttentionGradients backward_on_pattern(
 class SparseAttentionFunction : public torch::autograd::Function<SparseAttentionFunction> {
  public:
   // key_offsets / key_queries: the transposed pattern, which only the CUDA backward reads;
-  // tile_index / tile_owned: the CPU kernels' dense tiles (empty tensors where unused).
+  // tile_index / tile_owned: the CPU kernels' dense tiles (empty tensors where unused), whose
+  // probabilities are kept for the backward pass when a gradient will be asked for.
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& q,
                                const torch::Tensor& k, const torch::Tensor& v,
                                const torch::Tensor& row_offsets, const torch::Tensor& col_indices,
                                const torch::Tensor& key_offsets,
                                const torch::Tensor& key_queries, const torch::Tensor& tile_index,
-                               const torch::Tensor& tile_owned, double scale) {
-    const SparseAttentionOutput result = forward_on_pattern(
-        q, k, v, row_offsets, col_indices, scale, view_tiles(tile_index, tile_owned, q.size(2)));
+                               const torch::Tensor& tile_owned, double scale,
+                               bool needs_gradient) {
+    const ForwardResult result =
+        forward_on_pattern(q, k, v, row_offsets, col_indices, scale,
+                           view_tiles(tile_index, tile_owned, q.size(2)), needs_gradient);
     ctx->save_for_backward({q, k, v, result.out, result.logsumexp, row_offsets, col_indices,
-                            key_offsets, key_queries, tile_index, tile_owned});
+                            key_offsets, key_queries, tile_index, tile_owned,
+                            result.tile_probabilities});
     ctx->saved_data["scale"] = scale;
     ctx->mark_non_differentiable({result.logsumexp});
     return {result.out, result.logsumexp};
@@ -132,10 +150,10 @@ class SparseAttentionFunction : public torch::autograd::Function<SparseAttention
     const auto saved = ctx->get_saved_variables();
     const SparseAttentionGradients grads = backward_on_pattern(
         grad_outputs[0], saved[0], saved[1], saved[2], saved[3], saved[4], saved[5], saved[6],
-        saved[7], saved[8], ctx->saved_data["scale"].toDouble(),
+        saved[7], saved[8], saved[11], ctx->saved_data["scale"].toDouble(),
         view_tiles(saved[9], saved[10], saved[0].size(2)));
     const torch::Tensor none;
-    return {grads.q, grads.k, grads.v, none, none, none, none, none, none, none};
+    return {grads.q, grads.k, grads.v, none, none, none, none, none, none, none, none};
   }
 };
 
@@ -227,7 +245,7 @@ SparseAttentionOutput sparse_attention_forward(const torch::Tensor& q, const tor
                                                const torch::Tensor& v,
                                                const torch::Tensor& row_offsets,
                                                const torch::Tensor& col_indices, double scale) {
-  return forward_on_pattern(q, k, v, row_offsets, col_indices, scale, {});
+  return forward_on_pattern(q, k, v, row_offsets, col_indices, scale, {}, false);
 }
 
 SparseAttentionGradients sparse_attention_backward(
@@ -236,7 +254,7 @@ SparseAttentionGradients sparse_attention_backward(
     const torch::Tensor& row_offsets, const torch::Tensor& col_indices,
     const torch::Tensor& key_offsets, const torch::Tensor& key_queries, double scale) {
   return backward_on_pattern(grad_out, q, k, v, out, logsumexp, row_offsets, col_indices,
-                             key_offsets, key_queries, scale, {});
+                             key_offsets, key_queries, torch::Tensor(), scale, {});
 }
 
 torch::Tensor sparse_attention(const torch::Tensor& q, const torch::Tensor& k,
@@ -250,6 +268,8 @@ torch::Tensor sparse_attention(const torch::Tensor& q, const torch::Tensor& k,
                                 std::to_string(q.size(3)) + ")");
   }
   const double scale = scale_factor(scaling, q.size(3));
+  const bool needs_gradient = torch::GradMode::is_enabled() &&
+                              (q.requires_grad() || k.requires_grad() || v.requires_grad());
   if (q.is_cuda()) {
     if (!kernels::cuda_kernels_built()) {
       throw std::invalid_argument(
@@ -261,7 +281,8 @@ torch::Tensor sparse_attention(const torch::Tensor& q, const torch::Tensor& k,
     const torch::Tensor unused = torch::empty({0}, torch::kLong);
     return SparseAttentionFunction::apply(q, k, v, pattern.row_offsets(device),
                                           pattern.col_indices(device), pattern.key_offsets(device),
-                                          pattern.key_queries(device), unused, unused, scale)[0];
+                                          pattern.key_queries(device), unused, unused, scale,
+                                          needs_gradient)[0];
   }
   if (!q.device().is_cpu()) {
     throw std::invalid_argument("sparse attention has CPU and CUDA kernels only, not " +
@@ -272,7 +293,7 @@ torch::Tensor sparse_attention(const torch::Tensor& q, const torch::Tensor& k,
   const torch::Tensor unused = torch::empty({0}, torch::kLong);
   return SparseAttentionFunction::apply(q, k, v, pattern.row_offsets(), pattern.col_indices(),
                                         unused, unused, pattern.tile_index(),
-                                        pattern.tile_owned(), scale)[0];
+                                        pattern.tile_owned(), scale, needs_gradient)[0];
 }
 
 }  // namespace structdiff

@@ -5,6 +5,7 @@
 #include "attention/sparse_kernel.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -272,7 +273,7 @@ T exp_shifted(T* row, T shift, int64_t width) {
 
 // ---- Register-blocked GEMM for the tiles' small products -----------------------------------
 
-// The GEMM's block: kTileRowBlock (4) rows x 2 vectors of columns, eight accumulators held in
+// The GEMM's block: kRows (4 or 5) rows x 2 vectors of columns, eight or ten accumulators held in
 // registers; the tiles' column padding (kTileColumnBlock) is a whole number of these blocks for
 // float and double.
 template <typename T>
@@ -284,35 +285,63 @@ inline int64_t round_up(int64_t value, int64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
 
-// c (rows x width, row stride ldc) = a (rows x inner, stride lda) * b (inner x width, stride ldb),
-// or a^T * b with a stored (inner x rows); rows a multiple of kTileRowBlock, width of
-// kColumnBlock<T>.
-template <typename T, bool kTransposeA>
-void gemm(const T* __restrict a, int64_t lda, const T* __restrict b, int64_t ldb, T* __restrict c,
-          int64_t ldc, int64_t rows, int64_t inner, int64_t width) {
+// A GEMM operand by rows: a block with a row stride, or a tile's members read in place from their
+// slice (the rows past the members point at a row of zeros), so that no rows are copied.
+template <typename T>
+struct BlockRows {
+  const T* data;
+  int64_t stride;
+  const T* row(int64_t i) const { return data + i * stride; }
+};
+template <typename T>
+struct MemberRows {
+  const T* const* rows;
+  const T* row(int64_t i) const { return rows[i]; }
+};
+
+// c (rows x width, row stride ldc) = a (rows x inner) * b (inner x width), or a^T * b with a
+// (inner x rows); rows a multiple of kRows, width of kColumnBlock<T>.
+template <typename T, bool kTransposeA, int64_t kRows, typename ARows, typename BRows>
+void gemm_blocked(ARows a, BRows b, T* __restrict c, int64_t ldc, int64_t rows, int64_t inner,
+                  int64_t width) {
   constexpr int64_t lanes = kLanes<T>;
-  for (int64_t r = 0; r < rows; r += kTileRowBlock) {
+  for (int64_t r = 0; r < rows; r += kRows) {
+    const T* a_rows[kRows];
+    for (int64_t i = 0; i < kRows; ++i) a_rows[i] = kTransposeA ? nullptr : a.row(r + i);
     for (int64_t col = 0; col < width; col += kColumnBlock<T>) {
-      Vec<T> acc[kTileRowBlock][2] = {};
+      Vec<T> acc[kRows][2] = {};
       for (int64_t k = 0; k < inner; ++k) {
-        Vec<T> b0 = load(b + k * ldb + col), b1 = load(b + k * ldb + col + lanes);
+        const T* b_row = b.row(k);
+        Vec<T> b0 = load(b_row + col), b1 = load(b_row + col + lanes);
         // Keeps b0 and b1 in registers: folded into each FMA as memory operands, they would be
-        // loaded four times, and loads, not FMAs, would bound the loop.
+        // loaded once per row, and loads, not FMAs, would bound the loop.
 #if defined(__x86_64__)
         asm("" : "+x"(b0), "+x"(b1));
 #endif
-        for (int64_t i = 0; i < kTileRowBlock; ++i) {
-          const T factor = kTransposeA ? a[k * lda + r + i] : a[(r + i) * lda + k];
+        const T* a_column = kTransposeA ? a.row(k) + r : nullptr;
+        for (int64_t i = 0; i < kRows; ++i) {
+          const T factor = kTransposeA ? a_column[i] : a_rows[i][k];
           acc[i][0] += factor * b0;
           acc[i][1] += factor * b1;
         }
       }
-      for (int64_t i = 0; i < kTileRowBlock; ++i) {
+      for (int64_t i = 0; i < kRows; ++i) {
         for (int64_t half = 0; half < 2; ++half) {
           store(acc[i][half], c + (r + i) * ldc + col + half * lanes);
         }
       }
     }
+  }
+}
+
+// The same with the row block a tile's padding was chosen for (tile_row_block).
+template <typename T, bool kTransposeA, typename ARows, typename BRows>
+void gemm(int64_t row_block, ARows a, BRows b, T* __restrict c, int64_t ldc, int64_t rows,
+          int64_t inner, int64_t width) {
+  if (row_block == 5) {
+    gemm_blocked<T, kTransposeA, 5>(a, b, c, ldc, rows, inner, width);
+  } else {
+    gemm_blocked<T, kTransposeA, 4>(a, b, c, ldc, rows, inner, width);
   }
 }
 
@@ -331,36 +360,49 @@ struct SliceRows {
 
 // ---- One tile -------------------------------------------------------------------------------
 
-// Rows of a strided slice gathered for the tile's members, zero rows up to `padded_rows`.
+// y = x for a row not yet written, y += x after; n a multiple of the lanes. Copied in vectors: a
+// call to memcpy (which GCC makes of a plain copy loop) costs more than a row this short.
 template <typename T>
-void gather_rows(const T* base, int64_t stride, const int64_t* members, int64_t size,
-                 int64_t padded_rows, int64_t dim, T* rows) {
-  for (int64_t m = 0; m < size; ++m) {
-    const T* from = base + members[m] * stride;
-    for (int64_t d = 0; d < dim; d += kLanes<T>) store(load(from + d), rows + m * dim + d);
+void write_or_add(const T* x, T* y, int64_t n, bool written) {
+  if (written) {
+    axpy(T(1), x, y, n);
+    return;
   }
-  std::fill(rows + size * dim, rows + padded_rows * dim, T(0));
+  for (int64_t i = 0; i < n; i += kLanes<T>) {
+    Vec<T> value = load(x + i);
+#if defined(__x86_64__)
+    asm("" : "+x"(value));
+#endif
+    store(value, y + i);
+  }
 }
 
-// out (cols x rows, row stride ldo) = in (rows x cols, row stride ldi) transposed; rows and cols
-// are multiples of kLanes<T>. float on AVX: 8 x 8 blocks transposed in registers (a scalar
-// transpose, one strided store per element, took most of the tiles' gather time).
+// Pointers to the rows of a strided slice for the tile's members, then to `zeros` up to `padded`.
 template <typename T>
-void transpose(const T* in, int64_t ldi, int64_t rows, int64_t cols, T* out, int64_t ldo) {
+MemberRows<T> member_rows(const T* base, int64_t stride, const int64_t* members, int64_t size,
+                          int64_t padded, const T* zeros, const T** rows) {
+  for (int64_t m = 0; m < size; ++m) rows[m] = base + members[m] * stride;
+  std::fill(rows + size, rows + padded, zeros);
+  return {rows};
+}
+
+// out (cols x rows, row stride ldo) = in (rows x cols) transposed; rows and cols are multiples of
+// kLanes<T>. float on AVX: 8 x 8 blocks transposed in registers (a scalar transpose, one strided
+// store per element, took most of the tiles' gather time).
+template <typename T>
+void transpose(MemberRows<T> in, int64_t rows, int64_t cols, T* out, int64_t ldo) {
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) out[c * ldo + r] = in[r * ldi + c];
+    for (int64_t c = 0; c < cols; ++c) out[c * ldo + r] = in.row(r)[c];
   }
 }
 
 #if defined(__AVX__)
 template <>
-void transpose<float>(const float* in, int64_t ldi, int64_t rows, int64_t cols, float* out,
-                      int64_t ldo) {
+void transpose<float>(MemberRows<float> in, int64_t rows, int64_t cols, float* out, int64_t ldo) {
   for (int64_t r = 0; r < rows; r += 8) {
     for (int64_t c = 0; c < cols; c += 8) {
-      const float* from = in + r * ldi + c;
       __m256 row[8], pair[8], quad[8];
-      for (int i = 0; i < 8; ++i) row[i] = _mm256_loadu_ps(from + i * ldi);
+      for (int i = 0; i < 8; ++i) row[i] = _mm256_loadu_ps(in.row(r + i) + c);
       for (int i = 0; i < 8; i += 2) {
         pair[i] = _mm256_unpacklo_ps(row[i], row[i + 1]);
         pair[i + 1] = _mm256_unpackhi_ps(row[i], row[i + 1]);
@@ -381,72 +423,104 @@ void transpose<float>(const float* in, int64_t ldi, int64_t rows, int64_t cols, 
 }
 #endif
 
-// A tile's shape: `size` members; score blocks of `rows` x `width` (size rounded up to
-// kTileRowBlock and kTileColumnBlock).
+// A tile's shape: `size` members; score blocks of `rows` x `width` (size rounded up to whole
+// blocks of `row_block` rows and kTileColumnBlock columns).
 struct TileShape {
   const int64_t* members;
-  int64_t size, rows, width;
+  int64_t size, row_block, rows, width;
 };
 
 TileShape tile_shape(const TilePlanView& plan, int64_t t) {
   const int64_t size = plan.tile_offsets[t + 1] - plan.tile_offsets[t];
-  return {plan.tile_nodes + plan.tile_offsets[t], size, round_up(size, kTileRowBlock),
-          round_up(size, kTileColumnBlock)};
+  return {plan.tile_nodes + plan.tile_offsets[t], size, tile_row_block(size),
+          tile_padded_rows(size), round_up(size, kTileColumnBlock)};
 }
 
-// Per-thread buffers, reused across the slices a thread computes, and every tile's mask as an
-// additive bias (0 for the pairs it owns, -inf elsewhere and in the padding), built once per call.
-template <typename T>
-struct TileScratch {
-  std::vector<T> queries, keys, keys_t, values, values_t, grad_out, scores, products, block;
-  std::vector<T> row_max, row_sum, acc;
-  std::vector<T> bias;
-  std::vector<int64_t> bias_offsets;
-  TileScratch(const SparseAttentionProblem& p)
-      : queries(kMaxTileMembers * p.head_dim), keys(kMaxTileMembers * p.head_dim),
-        keys_t(p.head_dim * kMaxTileMembers), values(kMaxTileMembers * p.head_dim),
-        values_t(p.head_dim * kMaxTileMembers), grad_out(kMaxTileMembers * p.head_dim),
-        scores(kMaxTileMembers * kMaxTileMembers), products(kMaxTileMembers * kMaxTileMembers),
-        block(kMaxTileMembers * p.head_dim),
-        row_max(p.num_queries), row_sum(p.num_queries), acc(p.num_queries * p.head_dim) {
-    const T neg_inf = -std::numeric_limits<T>::infinity();
-    for (int64_t t = 0; t < p.tiles.num_tiles; ++t) {
-      const TileShape tile = tile_shape(p.tiles, t);
-      const uint8_t* owned = p.tiles.owned + p.tiles.mask_offsets[t];
-      bias_offsets.push_back(static_cast<int64_t>(bias.size()));
-      for (int64_t a = 0; a < tile.size; ++a) {
-        for (int64_t b = 0; b < tile.width; ++b) {
-          bias.push_back(b < tile.size && owned[a * tile.size + b] ? T(0) : neg_inf);
-        }
-      }
+// Where each tile's padded score block starts (in a slice's kept probabilities, and in the masks)
+// and where its rows start among all the tiles' rows; the last entries are the totals.
+struct TileLayout {
+  std::vector<int64_t> block_offsets{0}, row_offsets{0};
+  explicit TileLayout(const TilePlanView& plan) {
+    for (int64_t t = 0; t < plan.num_tiles; ++t) {
+      const TileShape tile = tile_shape(plan, t);
+      block_offsets.push_back(block_offsets.back() + tile.rows * tile.width);
+      row_offsets.push_back(row_offsets.back() + tile.size);
     }
   }
 };
 
-// Scaled scores of a tile into s.scores (rows x width): its owned pairs, -inf elsewhere. Leaves
-// the members' key rows in s.keys for the backward pass.
+// Every tile's mask as an additive bias over its score block: 0 for the pairs it owns, -inf
+// elsewhere and in the padding. Built once per forward call and read by every thread.
 template <typename T>
-void tile_scores(const SparseAttentionProblem& p, int64_t t, const TileShape& tile,
-                 const T* q_base, const T* k_base, TileScratch<T>& s) {
+std::vector<T> tile_masks(const TilePlanView& plan, const TileLayout& layout) {
+  std::vector<T> bias(layout.block_offsets.back(), -std::numeric_limits<T>::infinity());
+  for (int64_t t = 0; t < plan.num_tiles; ++t) {
+    const TileShape tile = tile_shape(plan, t);
+    const uint8_t* owned = plan.owned + plan.mask_offsets[t];
+    T* block = bias.data() + layout.block_offsets[t];
+    for (int64_t a = 0; a < tile.size; ++a) {
+      for (int64_t b = 0; b < tile.size; ++b) {
+        if (owned[a * tile.size + b]) block[a * tile.width + b] = T(0);
+      }
+    }
+  }
+  return bias;
+}
+
+// Per-thread buffers, reused across the slices a thread computes.
+template <typename T>
+struct TileScratch {
+  std::vector<T> keys_t, values_t, scores, products, block, zeros;
+  // Row pointers of the tile's members in Q, K, V and the output gradient.
+  std::vector<const T*> query_rows, key_rows, value_rows, grad_out_rows;
+  std::vector<T> row_max, row_sum, acc;
+  // Whether a node's rows of the accumulator (forward) or of the gradients (backward) hold a value
+  // yet this slice: the first tile to reach a row writes it, so no block needs zeroing up front.
+  std::vector<char> written;
+  // The running maximum each tile row's weights were taken against (forward, kept probabilities).
+  std::vector<T> tile_row_max;
+  TileScratch(const SparseAttentionProblem& p, const TileLayout& layout)
+      : keys_t(p.head_dim * kMaxTileMembers), values_t(p.head_dim * kMaxTileMembers),
+        scores(kMaxTileMembers * kMaxTileMembers), products(kMaxTileMembers * kMaxTileMembers),
+        block(kMaxTileMembers * p.head_dim), zeros(p.head_dim),
+        query_rows(kMaxTileMembers), key_rows(kMaxTileMembers), value_rows(kMaxTileMembers),
+        grad_out_rows(kMaxTileMembers),
+        row_max(p.num_queries), row_sum(p.num_queries), acc(p.num_queries * p.head_dim),
+        written(p.num_queries), tile_row_max(layout.row_offsets.back()) {}
+};
+
+// The tile's members' rows of a strided slice (`stride` apart from `base`), padded with zero rows
+// to the larger of the tile's padded sizes.
+template <typename T>
+MemberRows<T> tile_rows(const TileShape& tile, const T* base, int64_t stride, TileScratch<T>& s,
+                        std::vector<const T*>& rows) {
+  return member_rows(base, stride, tile.members, tile.size, std::max(tile.rows, tile.width),
+                     s.zeros.data(), rows.data());
+}
+
+// Scaled scores of a tile into `scores` (rows x width): its owned pairs, -inf elsewhere.
+template <typename T>
+void tile_scores(const SparseAttentionProblem& p, const TileShape& tile, MemberRows<T> queries,
+                 MemberRows<T> keys, const T* bias, TileScratch<T>& s, T* scores) {
   const int64_t dim = p.head_dim;
-  gather_rows(q_base, p.q_stride[2], tile.members, tile.size, tile.rows, dim, s.queries.data());
-  gather_rows(k_base, p.k_stride[2], tile.members, tile.size, tile.width, dim, s.keys.data());
-  transpose(s.keys.data(), dim, tile.width, dim, s.keys_t.data(), tile.width);
-  gemm<T, false>(s.queries.data(), dim, s.keys_t.data(), tile.width, s.scores.data(), tile.width,
-                 tile.rows, dim, tile.width);
-  const T* bias = s.bias.data() + s.bias_offsets[t];
+  transpose(keys, tile.width, dim, s.keys_t.data(), tile.width);
+  gemm<T, false>(tile.row_block, queries, BlockRows<T>{s.keys_t.data(), tile.width}, scores,
+                 tile.width, tile.rows, dim, tile.width);
   for (int64_t a = 0; a < tile.size; ++a) {
-    scale_and_mask(s.scores.data() + a * tile.width, bias + a * tile.width,
-                   static_cast<T>(p.scale), tile.width);
+    scale_and_mask(scores + a * tile.width, bias + a * tile.width, static_cast<T>(p.scale),
+                   tile.width);
   }
 }
 
 // Forward over one (batch, head) slice: each tile's block of scores with an online softmax per
 // row (the accumulated weights and values rescaled when a tile raises a row's maximum), then the
-// residual neighbour lists.
+// residual neighbour lists. With `probabilities` (the slice's part of the kept blocks), the blocks
+// are computed there and normalised into probabilities once the rows' log-sum-exps are known.
 template <typename T, int64_t kDim>
 void tiled_forward_slice(const SparseAttentionProblem& p, int64_t bh, const T* q, const T* k,
-                         const T* v, T* out, T* logsumexp, TileScratch<T>& s) {
+                         const T* v, T* out, T* logsumexp, T* probabilities,
+                         const TileLayout& layout, const std::vector<T>& masks,
+                         TileScratch<T>& s) {
   const TilePlanView& plan = p.tiles;
   const int64_t dim = HeadDim<kDim>(p.head_dim).value;
   const int64_t n = p.num_queries;
@@ -456,35 +530,39 @@ void tiled_forward_slice(const SparseAttentionProblem& p, int64_t bh, const T* q
   const T neg_inf = -std::numeric_limits<T>::infinity();
   std::fill(s.row_max.begin(), s.row_max.end(), neg_inf);
   std::fill(s.row_sum.begin(), s.row_sum.end(), T(0));
-  std::fill(s.acc.begin(), s.acc.end(), T(0));
+  std::fill(s.written.begin(), s.written.end(), 0);
   const auto raise_max = [&](int64_t node, T candidate) {
     if (candidate <= s.row_max[node]) return;
     const T shrink = std::exp(s.row_max[node] - candidate);  // 0 the first time
     s.row_sum[node] *= shrink;
-    scale_in_place(shrink, s.acc.data() + node * dim, dim);
+    if (s.written[node]) scale_in_place(shrink, s.acc.data() + node * dim, dim);
     s.row_max[node] = candidate;
   };
   for (int64_t t = 0; t < plan.num_tiles; ++t) {
     const TileShape tile = tile_shape(plan, t);
-    tile_scores(p, t, tile, q_base, k_base, s);
+    T* scores = probabilities ? probabilities + layout.block_offsets[t] : s.scores.data();
+    tile_scores(p, tile, tile_rows(tile, q_base, p.q_stride[2], s, s.query_rows),
+                tile_rows(tile, k_base, p.k_stride[2], s, s.key_rows),
+                masks.data() + layout.block_offsets[t], s, scores);
     for (int64_t a = 0; a < tile.size; ++a) {
-      T* row = s.scores.data() + a * tile.width;
+      T* row = scores + a * tile.width;
       const int64_t node = tile.members[a];
       raise_max(node, row_max(row, tile.width));
+      s.tile_row_max[layout.row_offsets[t] + a] = s.row_max[node];
       if (s.row_max[node] == neg_inf) {  // owns nothing here, nor so far elsewhere
         std::fill(row, row + tile.width, T(0));
         continue;
       }
       s.row_sum[node] += exp_shifted(row, s.row_max[node], tile.width);
     }
-    std::fill(s.scores.data() + tile.size * tile.width,
-              s.scores.data() + tile.rows * tile.width, T(0));
-    gather_rows(v_base, p.v_stride[2], tile.members, tile.size, tile.width, dim,
-                s.values.data());
-    gemm<T, false>(s.scores.data(), tile.width, s.values.data(), dim, s.block.data(), dim,
-                   tile.rows, tile.width, dim);
+    std::fill(scores + tile.size * tile.width, scores + tile.rows * tile.width, T(0));
+    gemm<T, false>(tile.row_block, BlockRows<T>{scores, tile.width},
+                   tile_rows(tile, v_base, p.v_stride[2], s, s.value_rows), s.block.data(), dim,
+                   tile.rows, tile.size, dim);
     for (int64_t a = 0; a < tile.size; ++a) {
-      axpy(T(1), s.block.data() + a * dim, s.acc.data() + tile.members[a] * dim, dim);
+      const int64_t node = tile.members[a];
+      write_or_add(s.block.data() + a * dim, s.acc.data() + node * dim, dim, s.written[node]);
+      s.written[node] = 1;
     }
   }
   T* out_slice = out + bh * n * dim;
@@ -492,6 +570,7 @@ void tiled_forward_slice(const SparseAttentionProblem& p, int64_t bh, const T* q
   for (int64_t row = 0; row < n; ++row) {
     const T* q_row = q_base + row * p.q_stride[2];
     T* acc_row = s.acc.data() + row * dim;
+    if (!s.written[row]) std::fill(acc_row, acc_row + dim, T(0));
     for (int64_t e = plan.residual_offsets[row]; e < plan.residual_offsets[row + 1]; ++e) {
       const int64_t col = plan.residual_cols[e];
       const T score = scale * dot(q_row, k_base + col * p.k_stride[2], dim);
@@ -510,14 +589,28 @@ void tiled_forward_slice(const SparseAttentionProblem& p, int64_t bh, const T* q
       lse_slice[row] = 0;
     }
   }
+  if (!probabilities) return;
+  // exp(score - m) with the maximum m of the time, times exp(m - lse): the probability. A row
+  // that owned nothing when its block was computed has m = -inf and stays 0.
+  for (int64_t t = 0; t < plan.num_tiles; ++t) {
+    const TileShape tile = tile_shape(plan, t);
+    T* block = probabilities + layout.block_offsets[t];
+    for (int64_t a = 0; a < tile.size; ++a) {
+      const T shift = s.tile_row_max[layout.row_offsets[t] + a];
+      if (shift == neg_inf) continue;
+      scale_in_place(std::exp(shift - lse_slice[tile.members[a]]), block + a * tile.width,
+                     tile.width);
+    }
+  }
 }
 
-// Backward over one slice. grad_q, grad_k and grad_v are this slice's (tokens x dim) blocks,
-// zeroed by the caller.
+// Backward over one slice from the probabilities its forward pass kept. grad_q, grad_k and grad_v
+// are this slice's (tokens x dim) blocks, overwritten.
 template <typename T, int64_t kDim>
 void tiled_backward_slice(const SparseAttentionProblem& p, int64_t bh, const T* q, const T* k,
                           const T* v, const T* out, const T* logsumexp, const T* grad_out,
-                          T* grad_q, T* grad_k, T* grad_v, TileScratch<T>& s) {
+                          const T* probabilities, const TileLayout& layout, T* grad_q,
+                          T* grad_k, T* grad_v, TileScratch<T>& s) {
   const TilePlanView& plan = p.tiles;
   const int64_t dim = HeadDim<kDim>(p.head_dim).value;
   const int64_t n = p.num_queries;
@@ -526,50 +619,57 @@ void tiled_backward_slice(const SparseAttentionProblem& p, int64_t bh, const T* 
   const T* grad_out_slice = grad_out + bh * n * dim;
   const T* lse = logsumexp + bh * n;
   const T scale = static_cast<T>(p.scale);
+  probabilities += bh * layout.block_offsets.back();
   // D_i = dO_i . O_i, the softmax Jacobian's correction term (kept in s.row_sum).
   for (int64_t row = 0; row < n; ++row) {
     s.row_sum[row] = dot(grad_out_slice + row * dim, out + (bh * n + row) * dim, dim);
   }
+  std::fill(s.written.begin(), s.written.end(), 0);
   for (int64_t t = 0; t < plan.num_tiles; ++t) {
     const TileShape tile = tile_shape(plan, t);
-    tile_scores(p, t, tile, q_base, k_base, s);
-    gather_rows(grad_out_slice, dim, tile.members, tile.size, tile.rows, dim,
-                s.grad_out.data());
-    gather_rows(v_base, p.v_stride[2], tile.members, tile.size, tile.width, dim,
-                s.values.data());
-    transpose(s.values.data(), dim, tile.width, dim, s.values_t.data(), tile.width);
-    // products = dO V^T, then dS = P (dO V^T - D); scores become the probabilities P.
-    gemm<T, false>(s.grad_out.data(), dim, s.values_t.data(), tile.width, s.products.data(),
-                   tile.width, tile.rows, dim, tile.width);
+    const T* probs = probabilities + layout.block_offsets[t];
+    const MemberRows<T> queries = tile_rows(tile, q_base, p.q_stride[2], s, s.query_rows);
+    const MemberRows<T> keys = tile_rows(tile, k_base, p.k_stride[2], s, s.key_rows);
+    const MemberRows<T> values = tile_rows(tile, v_base, p.v_stride[2], s, s.value_rows);
+    const MemberRows<T> grad_outs = tile_rows(tile, grad_out_slice, dim, s, s.grad_out_rows);
+    transpose(values, tile.width, dim, s.values_t.data(), tile.width);
+    // products = dO V^T, then dS = P (dO V^T - D).
+    gemm<T, false>(tile.row_block, grad_outs, BlockRows<T>{s.values_t.data(), tile.width},
+                   s.products.data(), tile.width, tile.rows, dim, tile.width);
     for (int64_t a = 0; a < tile.size; ++a) {
-      T* row = s.scores.data() + a * tile.width;
+      const T* row = probs + a * tile.width;
       T* grad_row = s.products.data() + a * tile.width;
-      const T row_lse = lse[tile.members[a]];
       const T correction = s.row_sum[tile.members[a]];
-      exp_shifted(row, row_lse, tile.width);
       for (int64_t b = 0; b < tile.width; ++b) {
         grad_row[b] = scale * row[b] * (grad_row[b] - correction);
       }
     }
-    std::fill(s.scores.data() + tile.size * tile.width,
-              s.scores.data() + tile.rows * tile.width, T(0));
     std::fill(s.products.data() + tile.size * tile.width,
               s.products.data() + tile.rows * tile.width, T(0));
-    // dQ = scale dS K (tile_scores gathered the keys' rows).
-    gemm<T, false>(s.products.data(), tile.width, s.keys.data(), dim, s.block.data(), dim,
-                   tile.rows, tile.width, dim);
+    // dQ = scale dS K.
+    gemm<T, false>(tile.row_block, BlockRows<T>{s.products.data(), tile.width}, keys,
+                   s.block.data(), dim, tile.rows, tile.size, dim);
     for (int64_t a = 0; a < tile.size; ++a) {
-      axpy(T(1), s.block.data() + a * dim, grad_q + tile.members[a] * dim, dim);
+      const int64_t node = tile.members[a];
+      write_or_add(s.block.data() + a * dim, grad_q + node * dim, dim, s.written[node]);
     }
     // dK = scale dS^T Q and dV = P^T dO.
     for (const auto& [block, source, target] :
-         {std::tuple{s.products.data(), s.queries.data(), grad_k},
-          std::tuple{s.scores.data(), s.grad_out.data(), grad_v}}) {
-      gemm<T, true>(block, tile.width, source, dim, s.block.data(), dim, tile.width, tile.rows,
-                    dim);
+         {std::tuple<const T*, MemberRows<T>, T*>{s.products.data(), queries, grad_k},
+          std::tuple<const T*, MemberRows<T>, T*>{probs, grad_outs, grad_v}}) {
+      gemm<T, true>(tile.row_block, BlockRows<T>{block, tile.width}, source, s.block.data(), dim,
+                    tile.rows, tile.size, dim);
       for (int64_t b = 0; b < tile.size; ++b) {
-        axpy(T(1), s.block.data() + b * dim, target + tile.members[b] * dim, dim);
+        const int64_t node = tile.members[b];
+        write_or_add(s.block.data() + b * dim, target + node * dim, dim, s.written[node]);
       }
+    }
+    for (int64_t a = 0; a < tile.size; ++a) s.written[tile.members[a]] = 1;
+  }
+  for (int64_t row = 0; row < n; ++row) {
+    if (s.written[row]) continue;
+    for (T* gradient : {grad_q, grad_k, grad_v}) {
+      std::fill(gradient + row * dim, gradient + (row + 1) * dim, T(0));
     }
   }
   for (int64_t row = 0; row < n; ++row) {
@@ -589,21 +689,35 @@ void tiled_backward_slice(const SparseAttentionProblem& p, int64_t bh, const T* 
   }
 }
 
-// Dense tiles need whole slices per thread (their rows scatter into any of the slice's rows).
+// Dense tiles are computed a whole slice per thread (their rows scatter into any of the slice's
+// rows), so they pay only with a slice for every thread.
 bool use_tiles(const SparseAttentionProblem& p) {
   return p.tiles.num_tiles > 0 && p.head_dim % kTileColumnBlock == 0 &&
          p.batch * p.heads >= at::get_num_threads();
 }
 
+// fn(bh, scratch) for every (batch, head) slice, each thread taking the next slice when it is done
+// with one: on a shared machine a thread can fall behind, and fixed halves left the other waiting.
+template <typename T, typename Fn>
+void for_each_tiled_slice(const SparseAttentionProblem& p, const TileLayout& layout, Fn&& fn) {
+  std::atomic<int64_t> next_slice{0};
+  at::parallel_for(0, at::get_num_threads(), 1, [&](int64_t, int64_t) {
+    TileScratch<T> scratch(p, layout);
+    for (int64_t bh = next_slice++; bh < p.batch * p.heads; bh = next_slice++) fn(bh, scratch);
+  });
+}
+
 template <typename T, int64_t kDim>
 void forward_impl(const SparseAttentionProblem& p, const T* q, const T* k, const T* v, T* out,
-                  T* logsumexp) {
-  if (use_tiles(p)) {
-    at::parallel_for(0, p.batch * p.heads, 1, [&](int64_t begin, int64_t end) {
-      TileScratch<T> scratch(p);
-      for (int64_t bh = begin; bh < end; ++bh) {
-        tiled_forward_slice<T, kDim>(p, bh, q, k, v, out, logsumexp, scratch);
-      }
+                  T* logsumexp, T* tile_probabilities) {
+  if (tile_probabilities || use_tiles(p)) {
+    const TileLayout layout(p.tiles);
+    const std::vector<T> masks = tile_masks<T>(p.tiles, layout);
+    for_each_tiled_slice<T>(p, layout, [&](int64_t bh, TileScratch<T>& scratch) {
+      T* probabilities =
+          tile_probabilities ? tile_probabilities + bh * layout.block_offsets.back() : nullptr;
+      tiled_forward_slice<T, kDim>(p, bh, q, k, v, out, logsumexp, probabilities, layout, masks,
+                                   scratch);
     });
     return;
   }
@@ -615,8 +729,8 @@ void forward_impl(const SparseAttentionProblem& p, const T* q, const T* k, const
 
 template <typename T, int64_t kDim>
 void backward_impl(const SparseAttentionProblem& p, const T* q, const T* k, const T* v,
-                   const T* out, const T* logsumexp, const T* grad_out, T* grad_q, T* grad_k,
-                   T* grad_v) {
+                   const T* out, const T* logsumexp, const T* grad_out,
+                   const T* tile_probabilities, T* grad_q, T* grad_k, T* grad_v) {
   const int64_t dim = p.head_dim;
   const int64_t slices = p.batch * p.heads;
   const int64_t key_block = p.num_keys * dim;
@@ -627,17 +741,13 @@ void backward_impl(const SparseAttentionProblem& p, const T* q, const T* k, cons
     std::fill(grad_v + bh * key_block, grad_v + (bh + 1) * key_block, T(0));
   };
   const int64_t threads = at::get_num_threads();
-  if (use_tiles(p)) {
+  if (tile_probabilities) {
+    const TileLayout layout(p.tiles);
     const int64_t query_block = p.num_queries * dim;
-    at::parallel_for(0, slices, 1, [&](int64_t begin, int64_t end) {
-      TileScratch<T> scratch(p);
-      for (int64_t bh = begin; bh < end; ++bh) {
-        std::fill(grad_q + bh * query_block, grad_q + (bh + 1) * query_block, T(0));
-        zero_key_gradients(bh);
-        tiled_backward_slice<T, kDim>(p, bh, q, k, v, out, logsumexp, grad_out,
-                                      grad_q + bh * query_block, grad_k + bh * key_block,
-                                      grad_v + bh * key_block, scratch);
-      }
+    for_each_tiled_slice<T>(p, layout, [&](int64_t bh, TileScratch<T>& scratch) {
+      tiled_backward_slice<T, kDim>(p, bh, q, k, v, out, logsumexp, grad_out, tile_probabilities,
+                                    layout, grad_q + bh * query_block, grad_k + bh * key_block,
+                                    grad_v + bh * key_block, scratch);
     });
     return;
   }
@@ -686,35 +796,41 @@ void dispatch_head_dim(int64_t dim, Fn&& fn) {
 
 }  // namespace
 
+int64_t tile_probability_elements(const SparseAttentionProblem& problem) {
+  if (!use_tiles(problem)) return 0;
+  return problem.batch * problem.heads * TileLayout(problem.tiles).block_offsets.back();
+}
+
 template <typename T>
 void sparse_attention_forward(const SparseAttentionProblem& problem, const T* q, const T* k,
-                              const T* v, T* out, T* logsumexp) {
+                              const T* v, T* out, T* logsumexp, T* tile_probabilities) {
   dispatch_head_dim(problem.head_dim, [&](auto dim) {
-    forward_impl<T, decltype(dim)::value>(problem, q, k, v, out, logsumexp);
+    forward_impl<T, decltype(dim)::value>(problem, q, k, v, out, logsumexp, tile_probabilities);
   });
 }
 
 template <typename T>
 void sparse_attention_backward(const SparseAttentionProblem& problem, const T* q, const T* k,
                                const T* v, const T* out, const T* logsumexp, const T* grad_out,
-                               T* grad_q, T* grad_k, T* grad_v) {
+                               const T* tile_probabilities, T* grad_q, T* grad_k, T* grad_v) {
   dispatch_head_dim(problem.head_dim, [&](auto dim) {
-    backward_impl<T, decltype(dim)::value>(problem, q, k, v, out, logsumexp, grad_out, grad_q,
-                                           grad_k, grad_v);
+    backward_impl<T, decltype(dim)::value>(problem, q, k, v, out, logsumexp, grad_out,
+                                           tile_probabilities, grad_q, grad_k, grad_v);
   });
 }
 
 template void sparse_attention_forward<float>(const SparseAttentionProblem&, const float*,
-                                              const float*, const float*, float*, float*);
+                                              const float*, const float*, float*, float*, float*);
 template void sparse_attention_forward<double>(const SparseAttentionProblem&, const double*,
-                                               const double*, const double*, double*, double*);
+                                               const double*, const double*, double*, double*,
+                                               double*);
 template void sparse_attention_backward<float>(const SparseAttentionProblem&, const float*,
                                                const float*, const float*, const float*,
-                                               const float*, const float*, float*, float*,
-                                               float*);
+                                               const float*, const float*, const float*, float*,
+                                               float*, float*);
 template void sparse_attention_backward<double>(const SparseAttentionProblem&, const double*,
                                                 const double*, const double*, const double*,
-                                                const double*, const double*, double*, double*,
-                                                double*);
+                                                const double*, const double*, const double*,
+                                                double*, double*, double*);
 
 }  // namespace structdiff::kernels

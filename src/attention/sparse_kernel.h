@@ -10,10 +10,17 @@ namespace structdiff::kernels {
 
 // The most members one dense tile may have (its scores are members x members).
 constexpr int64_t kMaxTileMembers = 64;
-// A tile's score block is its members rounded up to these many rows and columns (the blocks of the
-// kernel's register-blocked GEMM); head dimensions must be whole column blocks.
-constexpr int64_t kTileRowBlock = 4;
+// A tile's score block is its members rounded up to whole blocks of the kernel's register-blocked
+// GEMM: rows of 4 or 5, whichever pads less (25 members take 25 rows, not 28), and columns of
+// kTileColumnBlock; head dimensions must be whole column blocks.
 constexpr int64_t kTileColumnBlock = 16;
+inline int64_t tile_row_block(int64_t members) {
+  return (members + 4) / 5 * 5 < (members + 3) / 4 * 4 ? 5 : 4;
+}
+inline int64_t tile_padded_rows(int64_t members) {
+  const int64_t block = tile_row_block(members);
+  return (members + block - 1) / block * block;
+}
 
 // A square pattern's entries split between dense tiles and neighbour lists. Tile t's members are
 // tile_nodes[tile_offsets[t] .. tile_offsets[t + 1]), ascending; every pair of members is a
@@ -62,18 +69,28 @@ struct SparseAttentionProblem {
   TilePlanView tiles;
 };
 
+// How many elements the forward pass needs to keep the tiles' attention probabilities for the
+// backward pass (every tile's padded score block, per (batch, head) slice); 0 when the CPU kernels
+// will not use the problem's tiles (none, a head dimension they cannot take, or fewer slices than
+// threads).
+int64_t tile_probability_elements(const SparseAttentionProblem& problem);
+
 // out: contiguous (batch, heads, num_queries, head_dim); logsumexp: (batch, heads, num_queries),
-// kept for the backward pass. Rows without keys give zeros.
+// kept for the backward pass. Rows without keys give zeros. tile_probabilities: null, or
+// tile_probability_elements(problem) elements (non-zero) that receive the tiles' probabilities
+// (the tiles are then used whatever the thread count has become).
 template <typename T>
 void sparse_attention_forward(const SparseAttentionProblem& problem, const T* q, const T* k,
-                              const T* v, T* out, T* logsumexp);
+                              const T* v, T* out, T* logsumexp, T* tile_probabilities = nullptr);
 
 // grad_out and out are contiguous like the forward output; grad_q, grad_k and grad_v are
-// contiguous (batch, heads, tokens, head_dim) and are overwritten.
+// contiguous (batch, heads, tokens, head_dim) and are overwritten. With the probabilities the
+// forward pass kept, the tiles' entries are differentiated from them, no score recomputed; without,
+// every entry from the neighbour lists.
 template <typename T>
 void sparse_attention_backward(const SparseAttentionProblem& problem, const T* q, const T* k,
                                const T* v, const T* out, const T* logsumexp, const T* grad_out,
-                               T* grad_q, T* grad_k, T* grad_v);
+                               const T* tile_probabilities, T* grad_q, T* grad_k, T* grad_v);
 
 // ---- CUDA (sparse_kernel_cuda.cu; builds without CUDA link sparse_kernel_no_cuda.cpp) ----------
 // Every pointer, the problem's CSR included, is on GPU `device`; kernels run on its current

@@ -9,11 +9,13 @@ namespace structdiff::kernels {
 namespace {
 
 // A tile computes its whole padded score block; it is kept when the entries it newly owns fill at
-// least this share of the block. Calibrated on Sudoku with head dimension 32 against the
-// vectorised neighbour lists (bench_kernels sudoku_tiles / sudoku_lists): 25-member tiles fill
-// 0.62 and their backward pass runs about 30% faster; 9-member tiles fill 0.36 to 0.42 and run
-// slower.
+// least this share of the block, and it has at least kMinTileMembers members. Calibrated on Sudoku
+// against the vectorised neighbour lists (bench_kernels sudoku_tiles / sudoku_lists): 25-member
+// tiles fill 0.5 to 0.78 and run about twice as fast; 9-member tiles (Sudoku 9x9 rows and
+// columns fill 0.51 of their 10 x 16 blocks) run no faster overall and their forward pass about
+// 1.4x slower, at head dimensions 16 and 32.
 constexpr double kMinFilledShare = 0.45;
+constexpr int64_t kMinTileMembers = 10;
 // Each clique grows over a row's neighbours, so planning costs grow with the degree; rows this long
 // are far from the clique sizes a tile holds, and such patterns get no tiles.
 constexpr int64_t kMaxDegree = 4 * kMaxTileMembers;
@@ -85,6 +87,7 @@ TilePlan plan_clique_tiles(int64_t n, const int64_t* row_offsets, const int64_t*
       tried[entry] = 1;
       const std::vector<int64_t> members = grow_clique(rows, row, *it);
       const int64_t size = static_cast<int64_t>(members.size());
+      if (size < kMinTileMembers) continue;
       std::vector<uint8_t> owned(size * size, 0);
       int64_t new_entries = 0;
       for (int64_t a = 0; a < size; ++a) {
@@ -96,7 +99,7 @@ TilePlan plan_clique_tiles(int64_t n, const int64_t* row_offsets, const int64_t*
           }
         }
       }
-      const int64_t block = round_up(size, kTileRowBlock) * round_up(size, kTileColumnBlock);
+      const int64_t block = tile_padded_rows(size) * round_up(size, kTileColumnBlock);
       if (new_entries < kMinFilledShare * static_cast<double>(block)) continue;
       for (int64_t a = 0; a < size; ++a) {
         for (int64_t b = 0; b < size; ++b) {
