@@ -256,6 +256,34 @@ TEST(SparseAttentionTiles, TilesWithLeftoversMatchFiniteDifferencesAndTheNeighbo
   EXPECT_TRUE(torch::allclose(tiled(in), lists, 1e-12, 1e-12));
 }
 
+// Rows that no tile holds take all their entries from the neighbour lists, after the tiles; each
+// such row has several, so its running maximum rises while its accumulator already holds values.
+TEST(SparseAttentionTiles, RowsInNoTileMatchDenseAttention) {
+  const TwoThreads threads;
+  torch::manual_seed(24);
+  const auto range = [](int64_t first, int64_t count) {
+    std::vector<int64_t> members(count);
+    std::iota(members.begin(), members.end(), first);
+    return members;
+  };
+  const PatternBatch batch(patterns::unite({patterns::from_cliques(36, {range(0, 12), range(12, 12)}),
+                                            patterns::random_per_row(36, 36, 10, 5)}));
+  ASSERT_GT(batch.tiled_entries(), 0);
+  const Inputs in = random_qkv(2, 2, 36, 36, 16);
+  expect_same_function(
+      [&](const Inputs& x) {
+        return sparse_attention(x[0], x[1], x[2], batch, Scaling::inverse_sqrt_dim);
+      },
+      [&](const Inputs& x) {
+        return dense_attention(x[0], x[1], x[2], Scaling::inverse_sqrt_dim, &batch);
+      },
+      in);
+  torch::NoGradGuard no_gradient;
+  EXPECT_TRUE(torch::allclose(
+      sparse_attention(in[0], in[1], in[2], batch, Scaling::inverse_sqrt_dim),
+      dense_attention(in[0], in[1], in[2], Scaling::inverse_sqrt_dim, &batch), 1e-12, 1e-12));
+}
+
 // Whether tiles are used is decided by the forward pass (they need a slice per thread), which keeps
 // their probabilities for the backward pass only when a gradient will be asked for.
 TEST(SparseAttentionTiles, ThreadCountChangesBetweenPassesAndInferenceGiveTheSameNumbers) {

@@ -570,7 +570,10 @@ void tiled_forward_slice(const SparseAttentionProblem& p, int64_t bh, const T* q
   for (int64_t row = 0; row < n; ++row) {
     const T* q_row = q_base + row * p.q_stride[2];
     T* acc_row = s.acc.data() + row * dim;
-    if (!s.written[row]) std::fill(acc_row, acc_row + dim, T(0));
+    if (!s.written[row]) {  // in no tile: the residual lists are all its entries
+      std::fill(acc_row, acc_row + dim, T(0));
+      s.written[row] = 1;
+    }
     for (int64_t e = plan.residual_offsets[row]; e < plan.residual_offsets[row + 1]; ++e) {
       const int64_t col = plan.residual_cols[e];
       const T score = scale * dot(q_row, k_base + col * p.k_stride[2], dim);

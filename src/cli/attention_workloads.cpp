@@ -29,7 +29,8 @@ AttentionPattern bcmf_pattern(int64_t k, int64_t n, int64_t m) {
 }  // namespace
 
 std::vector<std::string> attention_workload_names() {
-  return {"sudoku9", "gsdm-sudoku9", "sudoku16", "sudoku25", "bcmf", "tracformer", "random"};
+  return {"sudoku9", "gsdm-sudoku9", "sudoku16", "sudoku25", "bcmf", "tracformer", "random",
+          "full256"};
 }
 
 AttentionWorkload make_attention_workload(const std::string& name, uint64_t seed) {
@@ -70,6 +71,12 @@ AttentionWorkload make_attention_workload(const std::string& name, uint64_t seed
     w.heads = 4;
     w.head_dim = 32;
     w.patterns.push_back(patterns::random_per_row(4096, 4096, 32, seed));
+  } else if (name == "full256") {
+    w.description = "every pair of 256 tokens: a pattern with nothing to skip";
+    w.batch = 16;
+    w.heads = 4;
+    w.head_dim = 32;
+    w.patterns.push_back(patterns::full(256, 256));
   } else {
     std::string known;
     for (const auto& n : attention_workload_names()) known += (known.empty() ? "" : ", ") + n;
