@@ -71,7 +71,7 @@ TEST(Gsdm, RejectsBadShapesAndConfigs) {
   bad = small_config();
   bad.attention = Mechanism::linear;
   EXPECT_THROW_WITH(Gsdm(mixed_chain(), bad), std::invalid_argument,
-                    "GSDM attention must be sparse, gather or dense, got linear");
+                    "GSDM attention must be sparse, structured, gather or dense, got linear");
 }
 
 // With per-token norms, a node's output after L blocks depends only on nodes within L hops.

@@ -262,6 +262,21 @@ TEST(Mechanism, NamesRoundTrip) {
                     "unknown attention mechanism 'flash' (known: dense, sparse");
 }
 
+// Mechanism::structured runs dense attention with the pattern as a mask only for patterns dense
+// enough that the cost model predicts it faster; either way, the same attention.
+TEST(Mechanism, StructuredTakesDenseAttentionOnlyForDensePatterns) {
+  const PatternBatch full(patterns::full(6, 6)), sparse(patterns::random_per_row(6, 6, 2, 3));
+  EXPECT_FALSE(structured_uses_sparse(full, torch::kCPU));
+  EXPECT_TRUE(structured_uses_sparse(sparse, torch::kCPU));
+  Attention structured(config_for(Mechanism::structured));
+  for (const PatternBatch* pattern : {&full, &sparse}) {
+    const std::vector<torch::Tensor> x = qkv();
+    EXPECT_TRUE(torch::allclose(
+        structured->forward(x[0], x[1], x[2], pattern),
+        dense_attention(x[0], x[1], x[2], Scaling::inverse_sqrt_dim, pattern), 1e-12, 1e-12));
+  }
+}
+
 TEST(Mechanism, ModuleMatchesFunctions) {
   torch::manual_seed(1);
   auto x = qkv();

@@ -132,9 +132,18 @@ enum class Mechanism {
   favor_relu,
   linear,
   diffusivity_simple,
-  diffusivity_sigmoid
+  diffusivity_sigmoid,
+  // The pattern's entries by the sparse kernel or by dense attention with the pattern as a mask,
+  // whichever structured_uses_sparse predicts faster for the pattern.
+  structured
 };
 Mechanism parse_mechanism(const std::string& name);  // "dense", "favor-softmax", ...
+// Mechanism::structured's cost model: whether the sparse kernel is predicted faster than dense
+// attention masked by `pattern` on `device`. On the CPU, calibrated with `bench attention`
+// (2 threads, head dimension 32): per entry, the sparse kernel costs up to 1.6x what dense
+// attention costs per pair (full256: 90.7 against 57.5 ms; the Sudoku and random workloads
+// 0.3-1.5x), so it pays below a density of 0.6. On a GPU, not calibrated: the sparse kernel.
+bool structured_uses_sparse(const PatternBatch& pattern, torch::Device device);
 std::string mechanism_name(Mechanism mechanism);
 std::vector<std::string> mechanism_names();
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "attention/mechanism_references.h"
+#include "attention/sparse_kernel.h"
 
 namespace structdiff {
 namespace {
@@ -25,6 +26,14 @@ torch::Tensor compute_dense(const torch::Tensor& q, const torch::Tensor& k, cons
 torch::Tensor compute_sparse(const torch::Tensor& q, const torch::Tensor& k,
                              const torch::Tensor& v, const MechanismArguments& arguments) {
   return sparse_attention(q, k, v, required_pattern(arguments, "sparse"), arguments.scaling);
+}
+
+torch::Tensor compute_structured(const torch::Tensor& q, const torch::Tensor& k,
+                                 const torch::Tensor& v, const MechanismArguments& arguments) {
+  const PatternBatch& pattern = required_pattern(arguments, "structured");
+  return structured_uses_sparse(pattern, q.device())
+             ? sparse_attention(q, k, v, pattern, arguments.scaling)
+             : dense_attention(q, k, v, arguments.scaling, &pattern);
 }
 
 torch::Tensor compute_gather(const torch::Tensor& q, const torch::Tensor& k,
@@ -163,8 +172,21 @@ const std::vector<MechanismInfo>& mechanism_registry() {
        /*uses_features=*/false, Complexity::quadratic, compute_diffusivity_sigmoid,
        references::diffusivity_sigmoid, kFloat32, kFloat64, all_pairs_cost,
        /*exact_gradient_needs_zero_eps=*/false},
+      {Mechanism::structured, "structured", PatternUse::required, /*uses_features=*/false,
+       Complexity::pattern, compute_structured, references::masked_softmax, kFloat32, kFloat64,
+       sparse_cost, /*exact_gradient_needs_zero_eps=*/false},
   };
   return registry;
+}
+
+bool structured_uses_sparse(const PatternBatch& pattern, torch::Device device) {
+  // The pattern's share of all pairs below which the sparse kernel is predicted faster (header).
+  constexpr double kSparseBelowDensity = 0.6;
+  if (!device.is_cpu()) return kernels::cuda_kernels_built();
+  const double pairs = static_cast<double>(pattern.size()) *
+                       static_cast<double>(pattern.num_queries()) *
+                       static_cast<double>(pattern.num_keys());
+  return static_cast<double>(pattern.num_entries()) < kSparseBelowDensity * pairs;
 }
 
 double AttentionSize::pairs() const {

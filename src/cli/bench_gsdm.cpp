@@ -184,7 +184,7 @@ void register_bench_gsdm(CLI::App& bench, const GlobalOptions& global, Action& a
                   "default: the problem's");
   cmd->add_option("--batch", o->batch, "Training batch (default: the problem's)")->check(positive());
   cmd->add_option("--attention", o->attention, "Mechanisms to compare")
-      ->check(CLI::IsMember({"sparse", "gather", "dense"}))
+      ->check(CLI::IsMember({"sparse", "structured", "gather", "dense"}))
       ->capture_default_str();
   cmd->add_option("--dense-max-nodes", o->dense_max_nodes,
                   "Skip dense on graphs with more nodes (its memory grows as nodes^2)")

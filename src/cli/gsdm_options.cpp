@@ -57,8 +57,9 @@ std::vector<CLI::Option*> add_gsdm_model_options(CLI::App& command, GsdmModelOpt
       ->capture_default_str();
   command
       .add_option("--attention", o.attention,
-                  "sparse (structured), gather, or dense (unstructured)")
-      ->check(CLI::IsMember({"sparse", "gather", "dense"}))
+                  "sparse (the graph's pattern), structured (the pattern by sparse or masked "
+                  "dense, by the core's cost model), gather, or dense (unstructured)")
+      ->check(CLI::IsMember({"sparse", "structured", "gather", "dense"}))
       ->capture_default_str();
   command
       .add_option("--mask-rule", o.mask,

@@ -288,9 +288,10 @@ GsdmImpl::GsdmImpl(const graph::GraphicalModel& model, GsdmConfig config)
                                 ") and blocks >= 1");
   }
   if (config_.attention != Mechanism::dense && config_.attention != Mechanism::sparse &&
-      config_.attention != Mechanism::gather) {
-    throw std::invalid_argument("GSDM attention must be sparse, gather or dense, got " +
-                                mechanism_name(config_.attention));
+      config_.attention != Mechanism::gather && config_.attention != Mechanism::structured) {
+    throw std::invalid_argument(
+        "GSDM attention must be sparse, structured, gather or dense, got " +
+        mechanism_name(config_.attention));
   }
   if (config_.attention == Mechanism::dense && config_.mask.rule != graph::MaskRule::standard) {
     throw std::invalid_argument("GSDM: dense attention uses no mask, so mask rule " +

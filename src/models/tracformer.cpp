@@ -94,9 +94,9 @@ void check_config(const Config& c) {
     fail("dropout must be in [0, 1), got " + std::to_string(c.dropout));
   if (c.vocab_size() < 2) fail("the vocabulary needs at least one character");
   if (c.mechanism != Mechanism::sparse && c.mechanism != Mechanism::dense &&
-      c.mechanism != Mechanism::gather) {
+      c.mechanism != Mechanism::gather && c.mechanism != Mechanism::structured) {
     fail("attention '" + mechanism_name(c.mechanism) +
-         "' cannot be restricted to a pattern (accepted: sparse, dense, gather)");
+         "' cannot be restricted to a pattern (accepted: sparse, structured, dense, gather)");
   }
   if (c.architecture == Architecture::bert && c.objective != Mode::ac) {
     fail("bert is trained for ac (arbitrary context), not car");
