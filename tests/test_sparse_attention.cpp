@@ -189,19 +189,22 @@ TEST(SparseAttention, FewSlicesUseRowParallelBackward) {
   at::set_num_threads(saved_threads);
 }
 
+// `count` consecutive nodes from `first`.
+std::vector<int64_t> consecutive(int64_t first, int64_t count) {
+  std::vector<int64_t> members(count);
+  std::iota(members.begin(), members.end(), first);
+  return members;
+}
+
 // Three disjoint cliques of 12 over 36 nodes, which the planner takes as dense tiles; a fourth
 // across them, too overlapped to pay (its 40 new entries stay in the neighbour lists); no
 // self-edges (each tile's diagonal is masked); and one directed entry, 0 -> 35.
 AttentionPattern cliques_with_leftovers() {
-  const auto range = [](int64_t first, int64_t count) {
-    std::vector<int64_t> members(count);
-    std::iota(members.begin(), members.end(), first);
-    return members;
-  };
-  std::vector<int64_t> overlapping = range(0, 10);
+  std::vector<int64_t> overlapping = consecutive(0, 10);
   overlapping.insert(overlapping.end(), {12, 13});
   const AttentionPattern base = patterns::from_cliques(
-      36, {range(0, 12), range(12, 12), range(24, 12), overlapping}, /*self_edges=*/false);
+      36, {consecutive(0, 12), consecutive(12, 12), consecutive(24, 12), overlapping},
+      /*self_edges=*/false);
   return patterns::unite({base, patterns::from_edges(36, {{0, 35}})});
 }
 
@@ -261,13 +264,9 @@ TEST(SparseAttentionTiles, TilesWithLeftoversMatchFiniteDifferencesAndTheNeighbo
 TEST(SparseAttentionTiles, RowsInNoTileMatchDenseAttention) {
   const TwoThreads threads;
   torch::manual_seed(24);
-  const auto range = [](int64_t first, int64_t count) {
-    std::vector<int64_t> members(count);
-    std::iota(members.begin(), members.end(), first);
-    return members;
-  };
-  const PatternBatch batch(patterns::unite({patterns::from_cliques(36, {range(0, 12), range(12, 12)}),
-                                            patterns::random_per_row(36, 36, 10, 5)}));
+  const PatternBatch batch(
+      patterns::unite({patterns::from_cliques(36, {consecutive(0, 12), consecutive(12, 12)}),
+                       patterns::random_per_row(36, 36, 10, 5)}));
   ASSERT_GT(batch.tiled_entries(), 0);
   const Inputs in = random_qkv(2, 2, 36, 36, 16);
   expect_same_function(

@@ -281,10 +281,6 @@ constexpr int64_t kColumnBlock = 2 * kLanes<T>;
 static_assert(kTileColumnBlock % kColumnBlock<float> == 0 &&
               kTileColumnBlock % kColumnBlock<double> == 0);
 
-inline int64_t round_up(int64_t value, int64_t multiple) {
-  return (value + multiple - 1) / multiple * multiple;
-}
-
 // A GEMM operand by rows: a block with a row stride, or a tile's members read in place from their
 // slice (the rows past the members point at a row of zeros), so that no rows are copied.
 template <typename T>
@@ -377,15 +373,6 @@ void write_or_add(const T* x, T* y, int64_t n, bool written) {
   }
 }
 
-// Pointers to the rows of a strided slice for the tile's members, then to `zeros` up to `padded`.
-template <typename T>
-MemberRows<T> member_rows(const T* base, int64_t stride, const int64_t* members, int64_t size,
-                          int64_t padded, const T* zeros, const T** rows) {
-  for (int64_t m = 0; m < size; ++m) rows[m] = base + members[m] * stride;
-  std::fill(rows + size, rows + padded, zeros);
-  return {rows};
-}
-
 // out (cols x rows, row stride ldo) = in (rows x cols) transposed; rows and cols are multiples of
 // kLanes<T>. float on AVX: 8 x 8 blocks transposed in registers (a scalar transpose, one strided
 // store per element, took most of the tiles' gather time).
@@ -433,7 +420,7 @@ struct TileShape {
 TileShape tile_shape(const TilePlanView& plan, int64_t t) {
   const int64_t size = plan.tile_offsets[t + 1] - plan.tile_offsets[t];
   return {plan.tile_nodes + plan.tile_offsets[t], size, tile_row_block(size),
-          tile_padded_rows(size), round_up(size, kTileColumnBlock)};
+          tile_padded_rows(size), tile_padded_columns(size)};
 }
 
 // Where each tile's padded score block starts (in a slice's kept probabilities, and in the masks)
@@ -490,12 +477,15 @@ struct TileScratch {
 };
 
 // The tile's members' rows of a strided slice (`stride` apart from `base`), padded with zero rows
-// to the larger of the tile's padded sizes.
+// to the tile's padded width (never less than its padded rows). A product whose rows are a tile
+// operand's therefore has zero rows in its padding, and no product reads past the members in its
+// inner dimension, so the padding needs no clearing.
 template <typename T>
 MemberRows<T> tile_rows(const TileShape& tile, const T* base, int64_t stride, TileScratch<T>& s,
                         std::vector<const T*>& rows) {
-  return member_rows(base, stride, tile.members, tile.size, std::max(tile.rows, tile.width),
-                     s.zeros.data(), rows.data());
+  for (int64_t m = 0; m < tile.size; ++m) rows[m] = base + tile.members[m] * stride;
+  std::fill(rows.begin() + tile.size, rows.begin() + tile.width, s.zeros.data());
+  return {rows.data()};
 }
 
 // Scaled scores of a tile into `scores` (rows x width): its owned pairs, -inf elsewhere.
@@ -555,7 +545,6 @@ void tiled_forward_slice(const SparseAttentionProblem& p, int64_t bh, const T* q
       }
       s.row_sum[node] += exp_shifted(row, s.row_max[node], tile.width);
     }
-    std::fill(scores + tile.size * tile.width, scores + tile.rows * tile.width, T(0));
     gemm<T, false>(tile.row_block, BlockRows<T>{scores, tile.width},
                    tile_rows(tile, v_base, p.v_stride[2], s, s.value_rows), s.block.data(), dim,
                    tile.rows, tile.size, dim);
@@ -647,8 +636,6 @@ void tiled_backward_slice(const SparseAttentionProblem& p, int64_t bh, const T* 
         grad_row[b] = scale * row[b] * (grad_row[b] - correction);
       }
     }
-    std::fill(s.products.data() + tile.size * tile.width,
-              s.products.data() + tile.rows * tile.width, T(0));
     // dQ = scale dS K.
     gemm<T, false>(tile.row_block, BlockRows<T>{s.products.data(), tile.width}, keys,
                    s.block.data(), dim, tile.rows, tile.size, dim);

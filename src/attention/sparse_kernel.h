@@ -14,12 +14,17 @@ constexpr int64_t kMaxTileMembers = 64;
 // GEMM: rows of 4 or 5, whichever pads less (25 members take 25 rows, not 28), and columns of
 // kTileColumnBlock; head dimensions must be whole column blocks.
 constexpr int64_t kTileColumnBlock = 16;
+inline int64_t round_up(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
 inline int64_t tile_row_block(int64_t members) {
-  return (members + 4) / 5 * 5 < (members + 3) / 4 * 4 ? 5 : 4;
+  return round_up(members, 5) < round_up(members, 4) ? 5 : 4;
 }
 inline int64_t tile_padded_rows(int64_t members) {
-  const int64_t block = tile_row_block(members);
-  return (members + block - 1) / block * block;
+  return round_up(members, tile_row_block(members));
+}
+inline int64_t tile_padded_columns(int64_t members) {
+  return round_up(members, kTileColumnBlock);
 }
 
 // A square pattern's entries split between dense tiles and neighbour lists. Tile t's members are

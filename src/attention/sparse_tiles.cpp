@@ -63,10 +63,6 @@ std::vector<int64_t> grow_clique(const SortedRows& rows, int64_t first, int64_t 
   return members;
 }
 
-int64_t round_up(int64_t value, int64_t multiple) {
-  return (value + multiple - 1) / multiple * multiple;
-}
-
 }  // namespace
 
 TilePlan plan_clique_tiles(int64_t n, const int64_t* row_offsets, const int64_t* col_indices) {
@@ -99,7 +95,7 @@ TilePlan plan_clique_tiles(int64_t n, const int64_t* row_offsets, const int64_t*
           }
         }
       }
-      const int64_t block = tile_padded_rows(size) * round_up(size, kTileColumnBlock);
+      const int64_t block = tile_padded_rows(size) * tile_padded_columns(size);
       if (new_entries < kMinFilledShare * static_cast<double>(block)) continue;
       for (int64_t a = 0; a < size; ++a) {
         for (int64_t b = 0; b < size; ++b) {
