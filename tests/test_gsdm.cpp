@@ -344,6 +344,35 @@ TrainingProblem sudoku4_problem(const nlohmann::json& metadata) {
   return problem;
 }
 
+TEST(GsdmTraining, PartsOfABatchAddUpToItsLossAndGradients) {
+  torch::manual_seed(0);
+  Gsdm model(mixed_chain(), small_config());
+  const diffusion::NoiseSchedule schedule{diffusion::ScheduleConfig{}};
+  const torch::Tensor x0 = torch::randn({7, 7}), observed = torch::rand({7, 4}) < 0.3;
+  const auto gradients = [&](const torch::Tensor& loss) {
+    return torch::autograd::grad({loss}, model->parameters(), {}, false, false, true);
+  };
+  const torch::Tensor loss = training_loss(model, schedule, x0, observed,
+                                           at::make_generator<at::CPUGeneratorImpl>(4));
+  const auto expected = gradients(loss);
+  const diffusion::TrainingExample whole =
+      training_example(model, schedule, x0, at::make_generator<at::CPUGeneratorImpl>(4));
+  const std::vector<train::LossPart> parts =
+      loss_parts(model, schedule, x0, observed, whole, {{0, 2}, {1, 2}});
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[0].rows, 3);
+  EXPECT_EQ(parts[1].rows, 4);
+  const torch::Tensor sum = parts[0].mean_loss() * (3.0 / 7.0) + parts[1].mean_loss() * (4.0 / 7.0);
+  EXPECT_NEAR(sum.item<double>(), loss.item<double>(), 1e-5 * loss.item<double>());
+  const auto actual = gradients(sum);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_EQ(expected[i].defined(), actual[i].defined()) << "parameter " << i;
+    if (expected[i].defined()) {
+      EXPECT_TRUE(torch::allclose(actual[i], expected[i], 1e-4, 1e-6)) << "parameter " << i;
+    }
+  }
+}
+
 TEST(GsdmTraining, ResumeContinuesTheSameTrajectory) {
   const nlohmann::json metadata = sudoku::model_metadata(2, sudoku::GridFamily::broad, small_config(),
                                                          diffusion::ScheduleConfig{});

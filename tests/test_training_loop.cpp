@@ -1,14 +1,19 @@
-// The one training loop: exact resume (also after a signal), stopping on a non-finite loss,
-// option checks, refusing a resume with another configuration, log truncation, AdamW's decay on
-// matrices only, and the provenance and model info of the files it writes.
+// The one training loop: exact resume (also after a signal), stopping on a non-finite loss, a step
+// split into parts on several threads, option checks, refusing a resume with another
+// configuration, log truncation, AdamW's decay on matrices only, and the provenance and model
+// info of the files it writes.
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
 #include "structdiff/train.h"
@@ -329,6 +334,82 @@ TEST(TrainingLoop, WeightDecayShrinksMatricesOnly) {
     const torch::Tensor expected = before[i].dim() >= 2 ? before[i] * (1 - 0.1 * 0.5) : before[i];
     EXPECT_TRUE(torch::allclose(after[i], expected, 0, 1e-7)) << "parameter " << i;
   }
+}
+
+// A task whose batch splits by rows: regression of the row sums of a batch drawn whole, each part
+// the mean squared error of its rows; records the threads the parts ran on.
+struct SplitRun {
+  torch::nn::Linear model{nullptr}, averaged{nullptr};
+  std::shared_ptr<std::mutex> mutex = std::make_shared<std::mutex>();
+  std::shared_ptr<std::set<std::thread::id>> threads = std::make_shared<std::set<std::thread::id>>();
+  SplitRun() {
+    torch::manual_seed(3);
+    model = torch::nn::Linear(4, 1);
+    averaged = torch::nn::Linear(4, 1);
+  }
+  LoopTask task(int64_t failing_part = -1) {
+    LoopTask t;
+    t.model = model.ptr().get();
+    t.ema_model = averaged.ptr().get();
+    t.loss_parts = [this, failing_part](int64_t, std::mt19937_64&, at::Generator& noise,
+                                        const std::vector<Shard>& parts) {
+      const torch::Tensor x = torch::randn({10, 4}, noise);
+      std::vector<LossPart> losses;
+      for (size_t i = 0; i < parts.size(); ++i) {
+        const int64_t begin = parts[i].begin(10), end = parts[i].end(10);
+        const bool fails = static_cast<int64_t>(i) == failing_part;
+        losses.push_back({end - begin, [this, x, begin, end, fails] {
+                            {
+                              const std::lock_guard<std::mutex> lock(*mutex);
+                              threads->insert(std::this_thread::get_id());
+                            }
+                            if (fails) throw std::invalid_argument("this part's rows are broken");
+                            const torch::Tensor rows = x.narrow(0, begin, end - begin);
+                            return torch::mse_loss(model->forward(rows), rows.sum(1, true));
+                          }});
+      }
+      return losses;
+    };
+    return t;
+  }
+};
+
+LoopOptions split_options(int64_t steps) {
+  LoopOptions o;
+  o.steps = steps;
+  o.learning_rate = 1e-2;
+  o.show_progress = false;
+  return o;
+}
+
+// Restores libtorch's thread count when a test changes it.
+struct ThreadCount {
+  const int saved = at::get_num_threads();
+  explicit ThreadCount(int threads) { at::set_num_threads(threads); }
+  ~ThreadCount() { at::set_num_threads(saved); }
+};
+
+TEST(TrainingLoop, PartsOnTwoThreadsTrainAsOnePartAndRepeatBitForBit) {
+  SplitRun one_part, two_parts, again;
+  {
+    const ThreadCount threads(1);
+    run_training(one_part.task(), split_options(8), 5);
+  }
+  const ThreadCount threads(2);
+  run_training(two_parts.task(), split_options(8), 5);
+  run_training(again.task(), split_options(8), 5);
+  EXPECT_EQ(one_part.threads->size(), 1u);
+  EXPECT_EQ(two_parts.threads->size(), 2u);  // the parts ran on two threads
+  EXPECT_TRUE(torch::allclose(two_parts.model->weight, one_part.model->weight, 1e-5, 1e-6));
+  EXPECT_TRUE(torch::allclose(two_parts.model->bias, one_part.model->bias, 1e-5, 1e-6));
+  expect_equal_modules(*two_parts.model, *again.model);
+}
+
+TEST(TrainingLoop, AnErrorInAPartReachesTheCaller) {
+  const ThreadCount threads(2);
+  SplitRun run;
+  EXPECT_THROW_WITH(run_training(run.task(/*failing_part=*/1), split_options(2), 5),
+                    std::invalid_argument, "this part's rows are broken");
 }
 
 TEST(ModelFile, RecordsProvenanceParameterCountAndKind) {

@@ -157,12 +157,15 @@ diffusion::ModelFn conditioned_model(Gsdm model, torch::Tensor observed_nodes,
 torch::Tensor training_loss(Gsdm model, const diffusion::NoiseSchedule& schedule,
                             const torch::Tensor& x0, const torch::Tensor& observed_nodes,
                             at::Generator generator);
-// The same loss over rows [begin, end) of the batch only (one rank's share in data-parallel
-// training): t and the noise are drawn for the whole batch, so each row gets what the
-// whole-batch loss gives it.
+// The batch's t (antithetic) and noise as training_loss draws them, on the model's device.
+diffusion::TrainingExample training_example(Gsdm model, const diffusion::NoiseSchedule& schedule,
+                                            const torch::Tensor& x0, at::Generator generator);
+// The same loss over rows [begin, end) of the batch only (a part of a step split across threads
+// or ranks), `whole` being the batch's training_example: each row gets what the whole-batch loss
+// gives it.
 torch::Tensor training_loss(Gsdm model, const diffusion::NoiseSchedule& schedule,
                             const torch::Tensor& x0, const torch::Tensor& observed_nodes,
-                            at::Generator generator, int64_t begin, int64_t end);
+                            const diffusion::TrainingExample& whole, int64_t begin, int64_t end);
 // One-hot blocks to values: argmax for discrete variables, the value for continuous ones.
 // Returns (batch, nodes) float: discrete entries hold the option index.
 torch::Tensor decode_state(const StateLayout& layout, const graph::GraphicalModel& model,

@@ -6,6 +6,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -40,6 +41,13 @@ struct TrainingProblem {
 };
 
 using TrainingResult = train::LoopResult;
+
+// The training loop's parts of one step (train::LoopTask::loss_parts): part i is training_loss
+// over the rows parts[i] names, `whole` the batch's training_example. `schedule` must outlive them.
+std::vector<train::LossPart> loss_parts(Gsdm model, const diffusion::NoiseSchedule& schedule,
+                                        const torch::Tensor& x0, const torch::Tensor& observed,
+                                        const diffusion::TrainingExample& whole,
+                                        const std::vector<train::Shard>& parts);
 
 // Trains `model` in place; `ema_model` (same architecture) receives the EMA weights at the end
 // and before each validation.

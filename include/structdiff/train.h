@@ -208,7 +208,7 @@ struct LoopOptions {
   std::string progress_label = "train";
   // Data-parallel training: this process's rank among several (null: one process). Rank 0 writes
   // checkpoints, the log and the progress bar; every rank draws the same batches and trains on its
-  // shard (LoopTask::shard_loss), gradients averaged over the ranks.
+  // shard (LoopTask::loss_parts), gradients averaged over the ranks.
   std::shared_ptr<Ranks> ranks;
 };
 // Throws std::invalid_argument naming the command-line option (--clip, --lr, ...), the accepted
@@ -227,6 +227,13 @@ class TrainingStopped : public std::runtime_error {
   int exit_code_;
 };
 
+// One part of a step's batch: how many rows it holds and their mean loss (its graph is built when
+// called, possibly on another thread than the one that drew the batch).
+struct LossPart {
+  int64_t rows = 0;
+  std::function<torch::Tensor()> mean_loss;
+};
+
 struct LoopTask {
   torch::nn::Module* model = nullptr;      // trained in place
   torch::nn::Module* ema_model = nullptr;  // same architecture; receives the EMA weights
@@ -234,13 +241,18 @@ struct LoopTask {
   // steps and noise from `noise`. The loop owns both generators and saves them in checkpoints.
   // Epoch-based tasks find their place in the epoch from `step` (see epoch_order).
   std::function<torch::Tensor(int64_t step, std::mt19937_64& data, at::Generator& noise)> loss;
-  // Instead of `loss`, for tasks that can train on several ranks: the mean loss of the shard's rows
-  // of the batch, which is drawn whole (the same streams on every rank) so that the ranks together
-  // train on what one process would; one process passes the whole batch as its shard. Tasks with
-  // `loss` only train on one process.
-  std::function<torch::Tensor(int64_t step, std::mt19937_64& data, at::Generator& noise,
-                              Shard shard)>
-      shard_loss;
+  // Instead of `loss`, for tasks whose batch splits by rows: draws the step's whole batch (the
+  // same streams on every rank, so that the ranks together train on what one process would) and
+  // returns one LossPart per entry of `parts`, the rows of the batch that part names (together
+  // this process's shard; one process's shard is the whole batch). The loop runs the parts at
+  // once, one per CPU thread, each forward and backward pass single-threaded: at the sizes these
+  // models train on, that beats one pass whose every operation is split across the threads. A
+  // task whose forward pass draws from a shared generator (dropout) returns one part covering
+  // them all, so that its numbers do not depend on which thread draws first. Tasks with `loss`
+  // only train on one process, in one part.
+  std::function<std::vector<LossPart>(int64_t step, std::mt19937_64& data, at::Generator& noise,
+                                      const std::vector<Shard>& parts)>
+      loss_parts;
   // Metrics of ema_model (already in eval mode); may be empty.
   std::function<nlohmann::json()> validate;
   // Optional early stopping: given each validation's metrics, whether the run ends at that step.

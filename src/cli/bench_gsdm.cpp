@@ -58,10 +58,12 @@ double median_step_ms(gsdm::ProblemModel& trained, gsdm::ProblemModel& averaged,
   train::LoopTask task;
   task.model = trained.model.get();
   task.ema_model = averaged.model.get();
-  task.loss = [&](int64_t step, std::mt19937_64&, at::Generator& noise) {
+  task.loss_parts = [&](int64_t step, std::mt19937_64&, at::Generator& noise,
+                        const std::vector<train::Shard>& parts) {
     const gsdm::TrainingBatch& examples = batches[step];
-    return gsdm::training_loss(trained.model, trained.schedule, examples.x0, examples.observed,
-                               noise);
+    return gsdm::loss_parts(
+        trained.model, trained.schedule, examples.x0, examples.observed,
+        gsdm::training_example(trained.model, trained.schedule, examples.x0, noise), parts);
   };
   task.on_step = [&](int64_t step, double seconds) {
     if (step > 2) step_ms.push_back(1e3 * seconds);

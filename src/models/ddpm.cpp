@@ -165,11 +165,16 @@ train::LoopResult train(Model& model, Model& averaged, const torch::Tensor& imag
     return data.index_select(0, torch::tensor(indices));
   };
   train::check_even_split(options.batch, options.ranks);
-  // Dropout masks are drawn for the shard's rows: with dropout, ranks train on other masks than
-  // one process would (without it, on the same numbers).
-  task.shard_loss = [&](int64_t, std::mt19937_64& rng, at::Generator& noise, train::Shard shard) {
-    return training_loss(model, draw_batch(rng), noise, shard.begin(options.batch),
-                         shard.end(options.batch));
+  // One part for the whole shard: the forward pass draws its dropout masks from `noise`, which
+  // parts on several threads would reach in any order. The masks are drawn for the shard's rows:
+  // with dropout, ranks train on other masks than one process would (without it, on the same
+  // numbers).
+  task.loss_parts = [&](int64_t, std::mt19937_64& rng, at::Generator& noise,
+                        const std::vector<train::Shard>& parts) {
+    const torch::Tensor batch = draw_batch(rng);
+    const int64_t begin = parts.front().begin(options.batch), end = parts.back().end(options.batch);
+    return std::vector<train::LossPart>{
+        {end - begin, [&, batch, begin, end] { return training_loss(model, batch, noise, begin, end); }}};
   };
   if (held_out != nullptr) {
     task.validate = [&averaged, held_out] {

@@ -415,20 +415,24 @@ diffusion::ModelFn conditioned_model(Gsdm model, torch::Tensor observed_nodes,
   };
 }
 
+diffusion::TrainingExample training_example(Gsdm model, const diffusion::NoiseSchedule& schedule,
+                                            const torch::Tensor& x0, at::Generator generator) {
+  return diffusion::make_training_example(schedule, x0.to(device_of(*model)), /*antithetic=*/true,
+                                          std::move(generator));
+}
+
 torch::Tensor training_loss(Gsdm model, const diffusion::NoiseSchedule& schedule,
                             const torch::Tensor& x0, const torch::Tensor& observed_nodes,
                             at::Generator generator) {
-  return training_loss(model, schedule, x0, observed_nodes, std::move(generator), 0, x0.size(0));
+  return training_loss(model, schedule, x0, observed_nodes,
+                       training_example(model, schedule, x0, std::move(generator)), 0, x0.size(0));
 }
 
 torch::Tensor training_loss(Gsdm model, const diffusion::NoiseSchedule& schedule,
                             const torch::Tensor& x0_in, const torch::Tensor& observed_nodes_in,
-                            at::Generator generator, int64_t begin, int64_t end) {
+                            const diffusion::TrainingExample& whole, int64_t begin, int64_t end) {
   const torch::Device device = device_of(*model);
-  const diffusion::TrainingExample example = diffusion::example_rows(
-      diffusion::make_training_example(schedule, x0_in.to(device), /*antithetic=*/true,
-                                       std::move(generator)),
-      begin, end);
+  const diffusion::TrainingExample example = diffusion::example_rows(whole, begin, end);
   const auto rows = [&](const torch::Tensor& t) {
     return t.narrow(0, begin, end - begin).to(device);
   };

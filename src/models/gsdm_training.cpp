@@ -1,12 +1,28 @@
 #include "structdiff/gsdm_training.h"
 
 #include <string>
+#include <vector>
 
 #include <torch/torch.h>
 
 #include "structdiff/runtime.h"
 
 namespace structdiff::gsdm {
+
+std::vector<train::LossPart> loss_parts(Gsdm model, const diffusion::NoiseSchedule& schedule,
+                                        const torch::Tensor& x0, const torch::Tensor& observed,
+                                        const diffusion::TrainingExample& whole,
+                                        const std::vector<train::Shard>& parts) {
+  const int64_t batch = x0.size(0);
+  std::vector<train::LossPart> losses;
+  for (const train::Shard& part : parts) {
+    const int64_t begin = part.begin(batch), end = part.end(batch);
+    losses.push_back({end - begin, [=, &schedule] {
+                        return training_loss(model, schedule, x0, observed, whole, begin, end);
+                      }});
+  }
+  return losses;
+}
 
 TrainingResult train(Gsdm model, Gsdm ema_model, const diffusion::NoiseSchedule& schedule,
                      const TrainingProblem& problem, const TrainingOptions& options,
@@ -29,11 +45,12 @@ TrainingResult train(Gsdm model, Gsdm ema_model, const diffusion::NoiseSchedule&
   task.model = model.get();
   task.ema_model = ema_model.get();
   train::check_even_split(options.batch, options.ranks);
-  task.shard_loss = [&](int64_t, std::mt19937_64& rng, at::Generator& noise, train::Shard shard) {
-    TrainingBatch batch = problem.make_batch(options.batch, rng);
+  task.loss_parts = [&](int64_t, std::mt19937_64& rng, at::Generator& noise,
+                        const std::vector<train::Shard>& parts) {
+    const TrainingBatch batch = problem.make_batch(options.batch, rng);
     model->use_structure(batch.structure ? batch.structure : model->home_structure());
-    return training_loss(model, schedule, batch.x0, batch.observed, noise,
-                         shard.begin(options.batch), shard.end(options.batch));
+    const diffusion::TrainingExample whole = training_example(model, schedule, batch.x0, noise);
+    return loss_parts(model, schedule, batch.x0, batch.observed, whole, parts);
   };
   if (problem.validate) task.validate = [&] { return problem.validate(ema_model); };
   task.stop_after = problem.stop_after;

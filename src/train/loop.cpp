@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include "structdiff/train.h"
+#include "train/step_parts.h"
 
 namespace structdiff::train {
 namespace {
@@ -175,7 +176,7 @@ torch::Tensor epoch_order(int64_t count, uint64_t seed, int64_t epoch) {
 }
 
 LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64_t data_seed) {
-  if (task.model == nullptr || task.ema_model == nullptr || (!task.loss && !task.shard_loss)) {
+  if (task.model == nullptr || task.ema_model == nullptr || (!task.loss && !task.loss_parts)) {
     throw std::invalid_argument("run_training needs a model, an EMA model and a loss");
   }
   check_loop_options(options);
@@ -183,7 +184,7 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
   // rank waits for others that have stopped; rank 0 alone writes.
   Ranks* const ranks = options.ranks && options.ranks->size() > 1 ? options.ranks.get() : nullptr;
   const bool root = ranks == nullptr || ranks->is_root();
-  if (ranks != nullptr && !task.shard_loss) {
+  if (ranks != nullptr && !task.loss_parts) {
     throw std::invalid_argument("this model trains on one process only so far, not on " +
                                 std::to_string(ranks->size()) + " ranks");
   }
@@ -261,13 +262,18 @@ LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64
       static_cast<torch::optim::AdamWOptions&>(group.options()).lr(rate);
     }
     optimizer.zero_grad();
-    torch::Tensor loss =
-        task.shard_loss ? task.shard_loss(step, rng, noise,
-                                          ranks ? Shard{ranks->rank(), ranks->size()} : Shard{})
-                        : task.loss(step, rng, noise);
-    double value = loss.item<double>();
-    if (ranks == nullptr) stop_unless_finite("loss", value);
-    loss.backward();
+    double value = 0;
+    if (task.loss_parts) {
+      const std::vector<Shard> parts =
+          step_parts(model, ranks ? Shard{ranks->rank(), ranks->size()} : Shard{});
+      value = forward_backward(task.loss_parts(step, rng, noise, parts), model);
+      if (ranks == nullptr) stop_unless_finite("loss", value);
+    } else {
+      const torch::Tensor loss = task.loss(step, rng, noise);
+      value = loss.item<double>();
+      stop_unless_finite("loss", value);
+      loss.backward();
+    }
     if (ranks != nullptr) {
       // The shards' mean losses and gradients, averaged: the whole batch's (a non-finite one on any
       // rank makes both non-finite everywhere, so all stop together).
