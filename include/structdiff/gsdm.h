@@ -43,9 +43,10 @@ struct GsdmConfig {
   bool time_swish = false;
   // Standard deviation of the observed-value embedding's initial draw (the reference draws N(0, 1)).
   double observed_embedding_init = 0.02;
-  // sparse: the graphical model's mask with the fused kernel; gather: the same mask, packed;
-  // dense: no mask at all (the unstructured baseline on the same code path).
-  Mechanism attention = Mechanism::sparse;
+  // structured: the graphical model's mask, by the fused kernel or masked dense attention as the
+  // core's cost model picks; sparse: the mask with the fused kernel always; gather: the same mask,
+  // packed; dense: no mask at all (the unstructured baseline on the same code path).
+  Mechanism attention = Mechanism::structured;
   // The graphical model's mask or one of the paper's ablations of it (sparse and gather only).
   graph::MaskOptions mask;
 };

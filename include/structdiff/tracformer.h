@@ -64,7 +64,9 @@ struct Config {
   int64_t n_max = 16;          // tracformer: keys per encoder row
   int64_t block_size = 256;    // training length T
   double dropout = 0.1;
-  Mechanism mechanism = Mechanism::sparse;  // sparse, dense or gather: all restricted to patterns
+  // structured (the core picks sparse or masked dense), sparse, dense or gather: all restricted to
+  // patterns.
+  Mechanism mechanism = Mechanism::structured;
   uint64_t init_seed = 0;                   // initial weights draw from this seed alone
   // The paper's vocabulary instead of characters (for the parameter-count check); 0: characters.
   int64_t vocab_size_override = 0;

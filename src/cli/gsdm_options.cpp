@@ -57,8 +57,9 @@ std::vector<CLI::Option*> add_gsdm_model_options(CLI::App& command, GsdmModelOpt
       ->capture_default_str();
   command
       .add_option("--attention", o.attention,
-                  "sparse (the graph's pattern), structured (the pattern by sparse or masked "
-                  "dense, by the core's cost model), gather, or dense (unstructured)")
+                  "structured (the graph's pattern, by the fused kernel or masked dense as the "
+                  "core's cost model picks), sparse (the pattern, fused kernel always), gather, "
+                  "or dense (unstructured)")
       ->check(CLI::IsMember({"sparse", "structured", "gather", "dense"}))
       ->capture_default_str();
   command

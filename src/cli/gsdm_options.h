@@ -13,7 +13,7 @@ namespace structdiff::cli {
 
 struct GsdmModelOptions {
   gsdm::GsdmConfig model;
-  std::string embedding = "AE", norm = "token", attention = "sparse", mask = "standard";
+  std::string embedding = "AE", norm = "token", attention = "structured", mask = "standard";
   std::string attention_scaling = "inverse-sqrt-dim", output_head = "norm", time_path = "plain";
   diffusion::ScheduleConfig schedule;
   std::string schedule_kind = "linear";

@@ -50,7 +50,7 @@ struct TrainCommand {
   std::string text_path = kDefaultText;
   std::string architecture = "tracformer";
   std::string objective;  // "": the architecture's own
-  std::string attention = "sparse";
+  std::string attention = "structured";
   std::string masking;  // "": all for ar, spans otherwise
   tracformer::Config config;
   tracformer::TrainingOptions training;
@@ -291,7 +291,7 @@ void register_tracformer(CLI::App& app, const GlobalOptions& global, Action& act
                    "tracformer, tracformer-dense-encoder, bart, bert or ar")
       ->capture_default_str();
   train->add_option("--objective", t->objective, "car or ac (default: car; ac for bert)");
-  train->add_option("--attention", t->attention, "sparse, structured, dense or gather")->capture_default_str();
+  train->add_option("--attention", t->attention, "structured (the core picks sparse or masked dense by the pattern), sparse, dense or gather")->capture_default_str();
   train->add_option("--d-model", t->config.d_model, "Width")->capture_default_str();
   train->add_option("--heads", t->config.heads, "Attention heads")->capture_default_str();
   train->add_option("--layers", t->config.layers, "Encoder layers (and tracformer decoder layers)")
