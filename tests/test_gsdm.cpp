@@ -360,8 +360,8 @@ TEST(GsdmTraining, PartsOfABatchAddUpToItsLossAndGradients) {
   const std::vector<train::LossPart> parts =
       loss_parts(model, schedule, x0, observed, whole, {{0, 2}, {1, 2}});
   ASSERT_EQ(parts.size(), 2u);
-  EXPECT_EQ(parts[0].rows, 3);
-  EXPECT_EQ(parts[1].rows, 4);
+  EXPECT_EQ(parts[0].weight, 3.0);
+  EXPECT_EQ(parts[1].weight, 4.0);
   const torch::Tensor sum = parts[0].mean_loss() * (3.0 / 7.0) + parts[1].mean_loss() * (4.0 / 7.0);
   EXPECT_NEAR(sum.item<double>(), loss.item<double>(), 1e-5 * loss.item<double>());
   const auto actual = gradients(sum);

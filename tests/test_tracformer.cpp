@@ -398,6 +398,29 @@ TEST(TracformerTraining, LossFalls) {
   EXPECT_LT(after, 0.7 * before) << before << " -> " << after;
 }
 
+TEST(TracformerTraining, PartsWeighedByTheirHiddenTokensAddUpToTheBatchLoss) {
+  const Tracformer model(tiny(Architecture::tracformer, 16));
+  std::mt19937_64 rng(2);
+  const Batch batch =
+      random_batch(repetitive_text(2000), 6, 16, Masking::spans, quick_options(1).spans, rng);
+  Tracformer evaluated = model;
+  const double whole = masked_nll(evaluated, batch, nullptr).item<double>();
+  at::Generator noise = at::make_generator<at::CPUGeneratorImpl>(1);
+  const std::vector<train::LossPart> parts = loss_parts(model, batch, noise, {{0, 2}, {1, 2}});
+  ASSERT_EQ(parts.size(), 2u);
+  const torch::Tensor hidden = batch.given.logical_not().sum(1);
+  EXPECT_EQ(parts[0].weight, hidden.narrow(0, 0, 3).sum().item<double>());
+  EXPECT_EQ(parts[1].weight, hidden.narrow(0, 3, 3).sum().item<double>());
+  const double weighed = (parts[0].weight * parts[0].mean_loss().item<double>() +
+                          parts[1].weight * parts[1].mean_loss().item<double>()) /
+                         (parts[0].weight + parts[1].weight);
+  EXPECT_NEAR(weighed, whole, 1e-5 * whole);
+  Batch nothing_hidden = batch;
+  nothing_hidden.given = torch::ones_like(batch.given);
+  EXPECT_THROW_WITH(loss_parts(model, nothing_hidden, noise, {{0, 2}, {1, 2}}),
+                    std::invalid_argument, "hides no character");
+}
+
 TEST(TracformerTraining, ResumeIsBitExact) {
   const TemporaryDirectory directory;
   Config config = tiny(Architecture::tracformer, 16);

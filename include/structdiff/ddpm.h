@@ -34,9 +34,11 @@ torch::Tensor to_image_space(const torch::Tensor& x);
 // Per-pixel mean squared error of the predicted noise, for a batch of images in [-1, 1]; t and
 // the noise, and the dropout masks, come from `generator`.
 torch::Tensor training_loss(Model& model, const torch::Tensor& x0, at::Generator generator);
-// The same loss over rows [begin, end) of the batch only (one rank's share), with t and the noise
-// the whole batch draws.
-torch::Tensor training_loss(Model& model, const torch::Tensor& x0, at::Generator generator,
+// The same loss over rows [begin, end) of the batch only (a part of a step split across threads
+// or ranks): `whole` holds t and the noise drawn for the whole batch
+// (diffusion::make_training_example, t not antithetic), the dropout masks come from `dropout`.
+torch::Tensor training_loss(Model& model, const torch::Tensor& x0,
+                            const diffusion::TrainingExample& whole, at::Generator dropout,
                             int64_t begin, int64_t end);
 
 // A fixed held-out batch: steps spread evenly over [0, T) and noise drawn once from `seed`, so

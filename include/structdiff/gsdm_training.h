@@ -43,7 +43,8 @@ struct TrainingProblem {
 using TrainingResult = train::LoopResult;
 
 // The training loop's parts of one step (train::LoopTask::loss_parts): part i is training_loss
-// over the rows parts[i] names, `whole` the batch's training_example. `schedule` must outlive them.
+// over the rows parts[i] names, weighted by their number, `whole` the batch's training_example.
+// `schedule` must outlive them.
 std::vector<train::LossPart> loss_parts(Gsdm model, const diffusion::NoiseSchedule& schedule,
                                         const torch::Tensor& x0, const torch::Tensor& observed,
                                         const diffusion::TrainingExample& whole,

@@ -54,6 +54,12 @@ Scores score(Tracformer& model, const Batch& batch, Mode mode);
 // Eq. 7 sums per sequence; dividing by the count keeps the scale fixed when the mixture's masked
 // fraction varies).
 torch::Tensor masked_nll(Tracformer& model, const Batch& batch, at::Generator* dropout);
+// The training loop's parts of one step (train::LoopTask::loss_parts): part i is masked_nll over
+// the rows parts[i] names, weighted by their hidden tokens, its dropout masks from its own
+// generator (train::part_generators). Throws std::invalid_argument as masked_nll does when the
+// batch hides nothing.
+std::vector<train::LossPart> loss_parts(Tracformer model, const Batch& batch, at::Generator& noise,
+                                        const std::vector<train::Shard>& parts);
 
 struct TrainingOptions : train::LoopOptions {
   TrainingOptions() {

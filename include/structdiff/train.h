@@ -227,12 +227,19 @@ class TrainingStopped : public std::runtime_error {
   int exit_code_;
 };
 
-// One part of a step's batch: how many rows it holds and their mean loss (its graph is built when
-// called, possibly on another thread than the one that drew the batch).
+// One part of a step's batch: its mean loss (the graph is built when called, possibly on another
+// thread than the one that drew the batch) and what that mean is over (rows, or hidden tokens for a
+// loss averaged over tokens), which weighs the parts into the batch's mean. A part over nothing
+// (weight 0) is skipped.
 struct LossPart {
-  int64_t rows = 0;
+  double weight = 0;
   std::function<torch::Tensor()> mean_loss;
 };
+
+// One generator per part for what the parts' forward passes draw (dropout masks): `noise` itself
+// for one part, so a one-thread step draws what it always drew; otherwise generators seeded from
+// `noise` in part order.
+std::vector<at::Generator> part_generators(at::Generator& noise, size_t parts);
 
 struct LoopTask {
   torch::nn::Module* model = nullptr;      // trained in place
@@ -243,13 +250,13 @@ struct LoopTask {
   std::function<torch::Tensor(int64_t step, std::mt19937_64& data, at::Generator& noise)> loss;
   // Instead of `loss`, for tasks whose batch splits by rows: draws the step's whole batch (the
   // same streams on every rank, so that the ranks together train on what one process would) and
-  // returns one LossPart per entry of `parts`, the rows of the batch that part names (together
+  // returns one LossPart per entry of `parts`, over the rows of the batch that part names (together
   // this process's shard; one process's shard is the whole batch). The loop runs the parts at
   // once, one per CPU thread, each forward and backward pass single-threaded: at the sizes these
   // models train on, that beats one pass whose every operation is split across the threads. A
-  // task whose forward pass draws from a shared generator (dropout) returns one part covering
-  // them all, so that its numbers do not depend on which thread draws first. Tasks with `loss`
-  // only train on one process, in one part.
+  // forward pass that draws (dropout) must draw from its part's own generator (part_generators),
+  // so that the numbers do not depend on which thread draws first. Tasks with `loss` only train
+  // on one process, in one part.
   std::function<std::vector<LossPart>(int64_t step, std::mt19937_64& data, at::Generator& noise,
                                       const std::vector<Shard>& parts)>
       loss_parts;

@@ -117,11 +117,12 @@ void bench_train(const BenchTracformerOptions& o, uint64_t seed, nlohmann::json&
     task.model = model.ptr().get();
     task.ema_model = averaged.ptr().get();
     const data::SpanMasking spans;
-    task.loss = [&](int64_t, std::mt19937_64& rng, at::Generator& noise) {
-      return masked_nll(model,
+    task.loss_parts = [&](int64_t, std::mt19937_64& rng, at::Generator& noise,
+                          const std::vector<train::Shard>& parts) {
+      return loss_parts(model,
                         random_batch(text, o.batch, o.block_size,
                                      name == "ar" ? Masking::all : Masking::spans, spans, rng),
-                        &noise);
+                        noise, parts);
     };
     task.on_step = [&](int64_t step, double s) {
       if (step > 1) seconds.push_back(s);  // the first step builds the patterns

@@ -42,16 +42,17 @@ torch::Tensor to_model_space(const torch::Tensor& images) { return images * 2.0 
 torch::Tensor to_image_space(const torch::Tensor& x) { return ((x + 1.0) * 0.5).clamp(0.0, 1.0); }
 
 torch::Tensor training_loss(Model& model, const torch::Tensor& x0, at::Generator generator) {
-  return training_loss(model, x0, std::move(generator), 0, x0.size(0));
+  const diffusion::TrainingExample whole =
+      diffusion::make_training_example(model.schedule, x0, /*antithetic=*/false, generator);
+  return training_loss(model, x0, whole, std::move(generator), 0, x0.size(0));
 }
 
-torch::Tensor training_loss(Model& model, const torch::Tensor& x0_in, at::Generator generator,
+torch::Tensor training_loss(Model& model, const torch::Tensor& x0_in,
+                            const diffusion::TrainingExample& whole, at::Generator dropout,
                             int64_t begin, int64_t end) {
-  const diffusion::TrainingExample example = diffusion::example_rows(
-      diffusion::make_training_example(model.schedule, x0_in, /*antithetic=*/false, generator),
-      begin, end);
+  const diffusion::TrainingExample example = diffusion::example_rows(whole, begin, end);
   const torch::Tensor x0 = x0_in.narrow(0, begin, end - begin);
-  const torch::Tensor output = model.net(example.x_t, example.t, &generator);
+  const torch::Tensor output = model.net(example.x_t, example.t, &dropout);
   // diffusion_loss sums over each image; per pixel keeps the scale independent of image size.
   const double pixels = static_cast<double>(x0[0].numel());
   return diffusion::diffusion_loss(model.schedule, diffusion::Prediction::epsilon, output, example,
@@ -165,16 +166,19 @@ train::LoopResult train(Model& model, Model& averaged, const torch::Tensor& imag
     return data.index_select(0, torch::tensor(indices));
   };
   train::check_even_split(options.batch, options.ranks);
-  // One part for the whole shard: the forward pass draws its dropout masks from `noise`, which
-  // parts on several threads would reach in any order. The masks are drawn for the shard's rows:
-  // with dropout, ranks train on other masks than one process would (without it, on the same
-  // numbers).
+  // One part for the whole shard: FAVOR+ attention counts its training calls to redraw its
+  // features, state that parts on several threads would race on. The dropout masks are drawn for
+  // the shard's rows: with dropout, ranks train on other masks than one process would (without
+  // it, on the same numbers).
   task.loss_parts = [&](int64_t, std::mt19937_64& rng, at::Generator& noise,
                         const std::vector<train::Shard>& parts) {
     const torch::Tensor batch = draw_batch(rng);
+    const diffusion::TrainingExample whole =
+        diffusion::make_training_example(model.schedule, batch, /*antithetic=*/false, noise);
     const int64_t begin = parts.front().begin(options.batch), end = parts.back().end(options.batch);
-    return std::vector<train::LossPart>{
-        {end - begin, [&, batch, begin, end] { return training_loss(model, batch, noise, begin, end); }}};
+    return std::vector<train::LossPart>{{static_cast<double>(end - begin), [&, batch, whole, begin, end] {
+                                           return training_loss(model, batch, whole, noise, begin, end);
+                                         }}};
   };
   if (held_out != nullptr) {
     task.validate = [&averaged, held_out] {

@@ -17,7 +17,7 @@ std::vector<train::LossPart> loss_parts(Gsdm model, const diffusion::NoiseSchedu
   std::vector<train::LossPart> losses;
   for (const train::Shard& part : parts) {
     const int64_t begin = part.begin(batch), end = part.end(batch);
-    losses.push_back({end - begin, [=, &schedule] {
+    losses.push_back({static_cast<double>(end - begin), [=, &schedule] {
                         return training_loss(model, schedule, x0, observed, whole, begin, end);
                       }});
   }

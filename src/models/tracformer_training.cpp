@@ -128,6 +128,29 @@ torch::Tensor masked_nll(Tracformer& model, const Batch& given_batch, at::Genera
                                               batch.tokens.index({targets}));
 }
 
+std::vector<train::LossPart> loss_parts(Tracformer model, const Batch& batch, at::Generator& noise,
+                                        const std::vector<train::Shard>& parts) {
+  const int64_t rows = batch.tokens.size(0);
+  const torch::Tensor hidden_per_row =
+      (batch.given.logical_not() & (batch.tokens >= 0)).sum(1).to(torch::kCPU, torch::kDouble);
+  const std::vector<at::Generator> dropout = train::part_generators(noise, parts.size());
+  std::vector<train::LossPart> losses;
+  double hidden = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const int64_t begin = parts[i].begin(rows), count = parts[i].end(rows) - begin;
+    const double weight = hidden_per_row.narrow(0, begin, count).sum().item<double>();
+    hidden += weight;
+    const Batch part{batch.tokens.narrow(0, begin, count), batch.given.narrow(0, begin, count), {}};
+    losses.push_back({weight, [model, part, generator = dropout[i]]() mutable {
+                        return masked_nll(model, part, &generator);
+                      }});
+  }
+  if (hidden == 0) {
+    throw std::invalid_argument("masked_nll: the batch hides no character of the vocabulary");
+  }
+  return losses;
+}
+
 void check_training_text(const torch::Tensor& train_ids, const Config& config) {
   if (train_ids.size(0) < config.block_size) {
     throw std::invalid_argument("the training text has " + std::to_string(train_ids.size(0)) +
@@ -159,11 +182,12 @@ train::LoopResult train_model(Tracformer model, Tracformer ema_model,
   task.model = model.ptr().get();
   task.ema_model = ema_model.ptr().get();
   task.metadata = metadata;
-  task.loss = [&](int64_t, std::mt19937_64& rng, at::Generator& noise) {
-    return masked_nll(model,
+  task.loss_parts = [&](int64_t, std::mt19937_64& rng, at::Generator& noise,
+                        const std::vector<train::Shard>& parts) {
+    return loss_parts(model,
                       random_batch(train_ids, options.batch, config.block_size, options.masking,
                                    options.spans, rng),
-                      &noise);
+                      noise, parts);
   };
   if (!validation.empty()) {
     task.validate = [&]() -> nlohmann::json {

@@ -1,12 +1,26 @@
 #include "train/step_parts.h"
 
+#include <mutex>
 #include <numeric>
+
+#include <ATen/CPUGeneratorImpl.h>
 
 #include <ATen/Parallel.h>
 #include <ATen/ThreadLocalState.h>
 #include <torch/csrc/autograd/autograd.h>
 
 namespace structdiff::train {
+
+std::vector<at::Generator> part_generators(at::Generator& noise, size_t parts) {
+  if (parts == 1) return {noise};
+  std::vector<at::Generator> generators;
+  const std::lock_guard<std::mutex> lock(noise.mutex());
+  auto* source = at::check_generator<at::CPUGeneratorImpl>(noise);
+  for (size_t part = 0; part < parts; ++part) {
+    generators.push_back(at::make_generator<at::CPUGeneratorImpl>(source->random64()));
+  }
+  return generators;
+}
 
 std::vector<Shard> step_parts(torch::nn::Module& model, Shard shard) {
   const std::vector<torch::Tensor> parameters = model.parameters();
@@ -29,17 +43,17 @@ double forward_backward(const std::vector<LossPart>& parts, torch::nn::Module& m
   for (const torch::Tensor& parameter : model.parameters()) {
     if (parameter.requires_grad()) parameters.push_back(parameter);
   }
-  int64_t rows = 0;
-  for (const LossPart& part : parts) rows += part.rows;
+  double total = 0;
+  for (const LossPart& part : parts) total += part.weight;
   std::vector<double> values(parts.size(), 0.0);
   std::vector<std::vector<torch::Tensor>> gradients(parts.size());
   const at::ThreadLocalState caller_state;  // grad mode and the like, for the pool's threads
   at::parallel_for(0, static_cast<int64_t>(parts.size()), 1, [&](int64_t begin, int64_t end) {
     const at::ThreadLocalStateGuard guard(caller_state);
     for (int64_t i = begin; i < end; ++i) {
-      if (parts[i].rows == 0) continue;
+      if (parts[i].weight == 0) continue;
       const torch::Tensor loss =
-          parts[i].mean_loss() * (static_cast<double>(parts[i].rows) / static_cast<double>(rows));
+          parts[i].mean_loss() * (parts[i].weight / total);
       values[i] = loss.item<double>();
       gradients[i] = torch::autograd::grad({loss}, parameters, /*grad_outputs=*/{},
                                            /*retain_graph=*/false, /*create_graph=*/false,
