@@ -251,7 +251,8 @@ struct LoopTask {
   // Instead of `loss`, for tasks whose batch splits by rows: draws the step's whole batch (the
   // same streams on every rank, so that the ranks together train on what one process would) and
   // returns one LossPart per entry of `parts`, over the rows of the batch that part names (together
-  // this process's shard; one process's shard is the whole batch). The loop runs the parts at
+  // this process's shard; one process's shard is the whole batch), or a single one over them all
+  // where the forward pass cannot run on several threads at once. The loop runs the parts at
   // once, one per CPU thread, each forward and backward pass single-threaded: at the sizes these
   // models train on, that beats one pass whose every operation is split across the threads. A
   // forward pass that draws (dropout) must draw from its part's own generator (part_generators),

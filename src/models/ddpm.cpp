@@ -176,9 +176,10 @@ train::LoopResult train(Model& model, Model& averaged, const torch::Tensor& imag
     const diffusion::TrainingExample whole =
         diffusion::make_training_example(model.schedule, batch, /*antithetic=*/false, noise);
     const int64_t begin = parts.front().begin(options.batch), end = parts.back().end(options.batch);
-    return std::vector<train::LossPart>{{static_cast<double>(end - begin), [&, batch, whole, begin, end] {
-                                           return training_loss(model, batch, whole, noise, begin, end);
-                                         }}};
+    const auto mean_loss = [&, batch, whole, begin, end] {
+      return training_loss(model, batch, whole, noise, begin, end);
+    };
+    return std::vector<train::LossPart>{{static_cast<double>(end - begin), mean_loss}};
   };
   if (held_out != nullptr) {
     task.validate = [&averaged, held_out] {
