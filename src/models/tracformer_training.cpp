@@ -116,14 +116,22 @@ Scores score(Tracformer& model, const Batch& given_batch, Mode mode) {
           scored.to(caller)};
 }
 
+namespace {
+// What the training loss scores: hidden positions holding a character of the vocabulary.
+torch::Tensor loss_targets(const Batch& batch) {
+  return batch.given.logical_not() & (batch.tokens >= 0);
+}
+void refuse_batch_hiding_nothing() {
+  throw std::invalid_argument("masked_nll: the batch hides no character of the vocabulary");
+}
+}  // namespace
+
 torch::Tensor masked_nll(Tracformer& model, const Batch& given_batch, at::Generator* dropout) {
   const Batch batch = given_batch.to(device_of(*model));
   const torch::Tensor logits =
       model->forward(batch.tokens, batch.given, model->config().objective, dropout);
-  const torch::Tensor targets = batch.given.logical_not() & (batch.tokens >= 0);
-  if (!targets.any().item<bool>()) {
-    throw std::invalid_argument("masked_nll: the batch hides no character of the vocabulary");
-  }
+  const torch::Tensor targets = loss_targets(batch);
+  if (!targets.any().item<bool>()) refuse_batch_hiding_nothing();
   return torch::nn::functional::cross_entropy(logits.index({targets}),
                                               batch.tokens.index({targets}));
 }
@@ -132,7 +140,7 @@ std::vector<train::LossPart> loss_parts(Tracformer model, const Batch& batch, at
                                         const std::vector<train::Shard>& parts) {
   const int64_t rows = batch.tokens.size(0);
   const torch::Tensor hidden_per_row =
-      (batch.given.logical_not() & (batch.tokens >= 0)).sum(1).to(torch::kCPU, torch::kDouble);
+      loss_targets(batch).sum(1).to(torch::kCPU, torch::kDouble);
   const std::vector<at::Generator> dropout = train::part_generators(noise, parts.size());
   std::vector<train::LossPart> losses;
   double hidden = 0;
@@ -145,9 +153,7 @@ std::vector<train::LossPart> loss_parts(Tracformer model, const Batch& batch, at
                         return masked_nll(model, part, &generator);
                       }});
   }
-  if (hidden == 0) {
-    throw std::invalid_argument("masked_nll: the batch hides no character of the vocabulary");
-  }
+  if (hidden == 0) refuse_batch_hiding_nothing();
   return losses;
 }
 
