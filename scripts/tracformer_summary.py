@@ -1,30 +1,42 @@
 #!/usr/bin/env python3
 """Tables, paired confidence intervals and a figure from scripts/tracformer_experiments.sh output.
 
-Usage: scripts/tracformer_summary.py OUT_DIR [--png FIGURE.png]
+Usage: scripts/tracformer_summary.py OUT_DIR [--seeds 1,2] [--png FIGURE.png]
 
 Every model was scored on the same test crops with the same masks, so models are compared crop by
 crop: a difference in bits per character comes with a 95 % paired bootstrap interval over crops
 (2,000 resamples, seed 0). Seeds are averaged crop by crop before comparing.
 """
+import argparse
 import json
 import pathlib
 import random
 import sys
 
 PAIRS = [("tf-car", "bart"), ("tf-ac", "bert"), ("tf-car", "ar"), ("tf-car", "tf-car-dense"),
-         ("tf-car", "tf-car-mixed")]
+         ("tf-car", "tf-car-mixed"), ("tf-car-mixed", "ar")]
 RATIOS = ["0.1", "0.2", "0.3", "0.4", "0.5", "0.6", "0.7", "0.8", "0.9"]
 MEANS = ["16", "3", "1"]
 RANGES = ["0.25:0.75", "0.5:1", "0:0.5", "0.1:0.4,0.6:0.9", "0:0.4,0.5:0.8", "0:0.25,0.75:1",
           "0:0.1,0.2:0.5,0.7:1"]
+# One query of each family at half the characters hidden: how a model trained on one mask family
+# (the model's name says which) answers the others.
+QUERY_FAMILIES = [("spans of mean 16 (the training spans)", "spans-m16-p0.5"),
+                  ("spans of mean 3", "spans-m3-p0.5"),
+                  ("random single characters", "spans-m1-p0.5"),
+                  ("prefix given (second half hidden)", "ranges-0.5:1"),
+                  ("suffix given (first half hidden)", "ranges-0:0.5"),
+                  ("middle hidden", "ranges-0.25:0.75"),
+                  ("both ends hidden", "ranges-0:0.25,0.75:1")]
 
 
-def load(out_dir):
+def load(out_dir, seeds):
     """{model: {eval name: (per-crop bits summed over seeds, per-crop chars, seeds)}}"""
     models = {}
     for directory in sorted(pathlib.Path(out_dir).glob("*-s*")):
-        model = directory.name.rsplit("-s", 1)[0]
+        model, seed = directory.name.rsplit("-s", 1)
+        if seeds and seed not in seeds:
+            continue
         for path in sorted((directory / "eval").glob("*.json")):
             record = json.loads(path.read_text())
             bits, chars = record["crop_bits"], record["crop_chars"]
@@ -105,11 +117,15 @@ def figure(models, path):
 
 
 def main():
-    if len(sys.argv) not in (2, 4) or (len(sys.argv) == 4 and sys.argv[2] != "--png"):
-        sys.exit(__doc__)
-    models = load(sys.argv[1])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("out_dir")
+    parser.add_argument("--seeds", default="", help="comma-separated seeds to use (default: all)")
+    parser.add_argument("--png", help="write the bits-per-character curves here")
+    args = parser.parse_args()
+    seeds = [s for s in args.seeds.split(",") if s]
+    models = load(args.out_dir, seeds)
     if not models:
-        sys.exit(f"no evaluations under {sys.argv[1]}")
+        sys.exit(f"no evaluations under {args.out_dir}" + (f" for seeds {args.seeds}" if seeds else ""))
     for mean in MEANS:
         names = [(f"p = {r}", f"spans-m{mean}-p{r}") for r in RATIOS]
         table(models, names, f"Bits per hidden character, geometric spans of mean {mean}", "ratio")
@@ -117,11 +133,14 @@ def main():
     names = [(r, f"ranges-{r}") for r in RANGES]
     table(models, names, "Bits per hidden character, fixed mask ranges (hidden fractions)", "ranges")
     comparisons(models, names, "Paired differences, fixed mask ranges")
+    table(models, QUERY_FAMILIES, "Query generalisation: bits per hidden character, half hidden",
+          "query family")
+    comparisons(models, QUERY_FAMILIES, "Paired differences, query families")
     if "tf-ac" in models:
         names = [(f"p = {r}", f"car-spans-m16-p{r}") for r in ("0.1", "0.5", "0.9")]
         table(models, names, "TF-AC read left to right (CAR input mode, exact chain rule)", "ratio")
-    if len(sys.argv) == 4:
-        figure(models, sys.argv[3])
+    if args.png:
+        figure(models, args.png)
 
 
 if __name__ == "__main__":
