@@ -13,21 +13,29 @@
 # With --train-steps N every model instead trains N steps (the spec's equal-tokens protocol): the
 # result does not depend on what else the machine runs, so it can run beside other work and span
 # sessions (rerun the same command to resume).
+# With --train-steps N --equal-time REFERENCE every model is also scored after the number of steps
+# that takes as long as REFERENCE's N steps (equal wall-clock, the issue's protocol, made
+# independent of the machine's load by converting time into steps with each model's measured step
+# time). The run is one: a constant learning rate makes training to fewer steps a prefix of
+# training to more, so a slower model is saved at its budget on the way to N steps and a faster one
+# goes on past N. That model and its evaluations are in <model>-s<seed>/equal-time/; a model whose
+# budget is within 2 % of N steps has none, its N-step model stands for it.
 # A rerun skips finished cells. OUT_DIR/<model>-s<seed>/ holds .pt, .jsonl, .txt and eval/*.json.
 # Usage:
-#   scripts/tracformer_experiments.sh [--minutes M | --train-steps N] [--seeds "1 2"]
-#     [--models "tf-car ..."] [--crops N] [--parallel P] OUT_DIR
+#   scripts/tracformer_experiments.sh [--minutes M | --train-steps N [--equal-time MODEL]]
+#     [--seeds "1 2"] [--models "tf-car ..."] [--crops N] [--parallel P] OUT_DIR
 # Summary: scripts/tracformer_summary.py OUT_DIR
 set -euo pipefail
 
 minutes=25
 train_steps=""
+equal_time=""
 seeds="1 2"
 models="tf-car tf-ac bart bert ar tf-car-dense tf-car-mixed"
 crops=200
 parallel=2
 source "$(dirname "$0")/lib/experiments.sh"
-parse_options "--minutes --train-steps --seeds --models --crops --parallel" "$@"
+parse_options "--minutes --train-steps --equal-time --seeds --models --crops --parallel" "$@"
 out=${arguments[0]:?OUT_DIR missing; usage at the top of $0}
 
 # Every training option spelled out, so a change of the tool's defaults cannot change the
@@ -36,11 +44,6 @@ common=(--text data/kjv/kjv.txt --attention sparse --n-max 16 --block-size 256 -
   --mask-ratio 0.5 --span-mean 16 --span-dist geometric --dropout 0 --lr 1e-3 --lr-decay constant
   --warmup 100 --weight-decay 0.1 --clip 1 --ema 0.98 --validate-every 100 --validation-crops 64
   --checkpoint-every 50)
-if [[ -n $train_steps ]]; then
-  budget=(--train-steps "$train_steps")
-else
-  budget=(--train-steps 1000000 --max-minutes "$minutes")
-fi
 shape() {  # MODEL -> architecture and shape options
   case $1 in
     tf-car) echo --architecture tracformer --objective car --masking spans --d-model 96 --heads 3 --layers 8 --decoder-layers 0 ;;
@@ -54,7 +57,29 @@ shape() {  # MODEL -> architecture and shape options
   esac
 }
 
-evaluate() {  # DIR NAME EXTRA...: one JSON per evaluation, skipped when present
+# Milliseconds per training step at one thread, two runs at a time: the median over steps of each
+# model's seed-2 run of 600 steps (docs/results/tracformer/study/*-s2/train.jsonl; TF-CAR's is the
+# mean of its two seeds').
+step_ms() {
+  case $1 in
+    tf-car) echo 2082 ;; tf-ac) echo 2105 ;; tf-car-mixed) echo 2051 ;; tf-car-dense) echo 2942 ;;
+    bart) echo 3063 ;; bert) echo 2453 ;; ar) echo 1746 ;;
+  esac
+}
+if [[ -n $equal_time ]]; then
+  [[ -n $train_steps ]] || { echo "--equal-time needs --train-steps" >&2; exit 2; }
+  [[ -n $(step_ms "$equal_time") ]] || { echo "--equal-time: unknown model $equal_time" >&2; exit 2; }
+fi
+# The steps MODEL trains in the time the reference's N steps take; N itself when within 2 %.
+equal_time_steps() {
+  local steps=$(((train_steps * $(step_ms "$equal_time") + $(step_ms "$1") / 2) / $(step_ms "$1")))
+  if (((steps - train_steps) * 50 <= train_steps && (train_steps - steps) * 50 <= train_steps)); then
+    steps=$train_steps
+  fi
+  echo "$steps"
+}
+
+evaluate() {  # DIR NAME EXTRA...: DIR/model.pt scored into DIR/eval/NAME.json, skipped when present
   local dir=$1 name=$2
   shift 2
   [[ -f $dir/eval/$name.json ]] && return
@@ -63,15 +88,18 @@ evaluate() {  # DIR NAME EXTRA...: one JSON per evaluation, skipped when present
     >> "$dir/eval.txt" 2>&1
 }
 
-cell() {  # MODEL SEED
-  local dir=$out/$1-s$2
-  mkdir -p "$dir/eval"
-  if [[ ! -f $dir/model.pt ]]; then
-    # shellcheck disable=SC2046
-    "$bin" --threads 1 --seed "$2" tracformer train $(shape "$1") "${common[@]}" "${budget[@]}" \
-      --checkpoint "$dir/checkpoint.pt" --resume \
-      --log "$dir/train.jsonl" --out "$dir/model.pt" > "$dir/train.txt" 2>&1
-  fi
+train_to() {  # MODEL SEED STEPS DIR: the run of MODEL-sSEED trained (or resumed) to STEPS, saved in DIR
+  local run=$out/$1-s$2
+  mkdir -p "$4/eval"
+  [[ -f $4/model.pt ]] && return
+  # shellcheck disable=SC2046
+  "$bin" --threads 1 --seed "$2" tracformer train $(shape "$1") "${common[@]}" --train-steps "$3" \
+    --checkpoint "$run/checkpoint.pt" --resume --log "$run/train.jsonl" --out "$4/model.pt" \
+    > "$4/train.txt" 2>&1
+}
+
+evaluate_all() {  # MODEL DIR
+  local dir=$2
   for mean in 16 3 1; do
     for ratio in 0.1 0.2 0.3 0.4 0.5 0.6 0.7 0.8 0.9; do
       evaluate "$dir" "spans-m$mean-p$ratio" --mask-ratio "$ratio" --span-mean "$mean" --span-dist geometric
@@ -85,6 +113,34 @@ cell() {  # MODEL SEED
       evaluate "$dir" "car-spans-m16-p$ratio" --mode car --mask-ratio "$ratio" --span-mean 16 --span-dist geometric
     done
   fi
+}
+
+cell() {  # MODEL SEED
+  local dir=$out/$1-s$2
+  if [[ -z $train_steps ]]; then
+    mkdir -p "$dir/eval"
+    if [[ ! -f $dir/model.pt ]]; then
+      # shellcheck disable=SC2046
+      "$bin" --threads 1 --seed "$2" tracformer train $(shape "$1") "${common[@]}" --train-steps 1000000 \
+        --max-minutes "$minutes" \
+        --checkpoint "$dir/checkpoint.pt" --resume \
+        --log "$dir/train.jsonl" --out "$dir/model.pt" > "$dir/train.txt" 2>&1
+    fi
+  else
+    local equal=$train_steps
+    [[ -n $equal_time ]] && equal=$(equal_time_steps "$1")
+    if ((equal < train_steps)); then
+      if [[ -f $dir/model.pt && ! -f $dir/equal-time/model.pt ]]; then
+        echo "$dir: trained past the equal-time budget of $equal steps already; not scored at it" >&2
+      else
+        train_to "$1" "$2" "$equal" "$dir/equal-time"
+      fi
+    fi
+    train_to "$1" "$2" "$train_steps" "$dir"
+    ((equal > train_steps)) && train_to "$1" "$2" "$equal" "$dir/equal-time"
+  fi
+  evaluate_all "$1" "$dir"
+  [[ -f $dir/equal-time/model.pt ]] && evaluate_all "$1" "$dir/equal-time"
   echo "done: $dir"
 }
 

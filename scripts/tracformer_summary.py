@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Tables, paired confidence intervals and a figure from scripts/tracformer_experiments.sh output.
 
-Usage: scripts/tracformer_summary.py OUT_DIR [--seeds 1,2] [--png FIGURE.png]
+Usage: scripts/tracformer_summary.py OUT_DIR [--seeds 1,2] [--equal-time] [--png FIGURE.png]
 
 Every model was scored on the same test crops with the same masks, so models are compared crop by
 crop: a difference in bits per character comes with a 95 % paired bootstrap interval over crops
-(2,000 resamples, seed 0). Seeds are averaged crop by crop before comparing.
+(2,000 resamples, seed 0). Seeds are averaged crop by crop before comparing. With --equal-time the models are those saved at equal wall-clock
+(`tracformer_experiments.sh --equal-time`), and a run that has none is left out.
 """
 import argparse
 import json
@@ -28,16 +29,29 @@ QUERY_FAMILIES = [("spans of mean 16 (the training spans)", "spans-m16-p0.5"),
                   ("suffix given (first half hidden)", "ranges-0:0.5"),
                   ("middle hidden", "ranges-0.25:0.75"),
                   ("both ends hidden", "ranges-0:0.25,0.75:1")]
+# Models whose equal-time budget is their N steps: tracformer_experiments.sh writes them no
+# equal-time/ (within 2 % of TF-CAR's time, the reference).
+BUDGET_IS_N_STEPS = ("tf-car", "tf-ac", "tf-car-mixed")
 
 
-def load(out_dir, seeds):
+def evaluations(directory, model, equal_time):
+    """The directory of a run's evaluations under the chosen protocol, or None if it has none."""
+    if not equal_time:
+        return directory / "eval"
+    if (directory / "equal-time" / "eval").is_dir():
+        return directory / "equal-time" / "eval"
+    return directory / "eval" if model in BUDGET_IS_N_STEPS else None
+
+
+def load(out_dir, seeds, equal_time=False):
     """{model: {eval name: (per-crop bits summed over seeds, per-crop chars, seeds)}}"""
     models = {}
     for directory in sorted(pathlib.Path(out_dir).glob("*-s*")):
         model, seed = directory.name.rsplit("-s", 1)
-        if seeds and seed not in seeds:
+        found = evaluations(directory, model, equal_time)
+        if (seeds and seed not in seeds) or found is None:
             continue
-        for path in sorted((directory / "eval").glob("*.json")):
+        for path in sorted(found.glob("*.json")):
             record = json.loads(path.read_text())
             bits, chars = record["crop_bits"], record["crop_chars"]
             entry = models.setdefault(model, {}).get(path.stem)
@@ -120,10 +134,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("out_dir")
     parser.add_argument("--seeds", default="", help="comma-separated seeds to use (default: all)")
+    parser.add_argument("--equal-time", action="store_true",
+                        help="compare the models saved at equal wall-clock instead of equal steps")
     parser.add_argument("--png", help="write the bits-per-character curves here")
     args = parser.parse_args()
     seeds = [s for s in args.seeds.split(",") if s]
-    models = load(args.out_dir, seeds)
+    models = load(args.out_dir, seeds, args.equal_time)
     if not models:
         sys.exit(f"no evaluations under {args.out_dir}" + (f" for seeds {args.seeds}" if seeds else ""))
     for mean in MEANS:

@@ -827,6 +827,36 @@ TEST(Cli, TracformerTrainEvalInfill) {
   EXPECT_EQ(query.at("masked_chars").get<int64_t>() % 8, 0) << query;  // 8 targets per crop
 }
 
+// A constant-rate run resumed with more steps ends where one run to that number ends (the
+// Tracformer study extends and splits its runs so); under cosine decay, whose rates depend on the
+// number of steps, resuming with another number is refused.
+TEST(Cli, TracformerConstantRateRunGoesOnToMoreSteps) {
+  const std::string train = "--threads 1 --seed 2 tracformer train --text " + tracformer_text() +
+                            kTinyTracformer + " --validate-every 0 --lr-decay ";
+  auto hash = [](const std::string& model) {
+    return nlohmann::json::parse(run("model info " + model + " --json").output)["weights_sha256"];
+  };
+  const std::string straight = temp_path("tf-straight.pt"), extended = temp_path("tf-extended.pt");
+  const std::string checkpoint = temp_path("tf-extended.ckpt");
+  const std::string constant = train + "constant";
+  Result r = run(constant + " --train-steps 4 --out " + straight);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run(constant + " --train-steps 2 --checkpoint " + checkpoint + " --out " + extended);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run(constant + " --train-steps 4 --checkpoint " + checkpoint + " --resume --out " + extended);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(hash(straight), hash(extended));
+
+  const std::string cosine = train + "cosine --checkpoint " + temp_path("tf-cosine.ckpt");
+  r = run(cosine + " --train-steps 2 --out " + extended);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run(cosine + " --train-steps 4 --resume --out " + extended);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.output, "training.train_steps is 2 in the checkpoint but 4 in this run")) << r.output;
+  r = run(constant + " --train-steps 4 --checkpoint " + temp_path("tf-cosine.ckpt") + " --resume --out " + extended);
+  EXPECT_TRUE(contains(r.output, "training.lr_decay is \"cosine\" in the checkpoint")) << r.output;
+}
+
 std::string mnist_dir() { return std::string(STRUCTDIFF_SOURCE_DIR) + "/data/mnist"; }
 
 TEST(Cli, UnnTrainEvalGenerate) {

@@ -78,6 +78,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Script{"tracformer_kjv.sh", ""},
                       Script{"tracformer_experiments.sh", "--minutes 1 --seeds 1 --crops 2"},
                       Script{"tracformer_experiments.sh", "--train-steps 2 --seeds 1 --crops 2"},
+                      Script{"tracformer_experiments.sh",
+                             "--train-steps 600 --equal-time tf-car --seeds 1 --crops 2"},
                       Script{"unn_experiments.sh", "--cells \"a1 a2-k2 a3-k2 a4-k2\""}),
     [](const ::testing::TestParamInfo<Script>& info) {
       std::string name = info.param.name.substr(0, info.param.name.find('.'));

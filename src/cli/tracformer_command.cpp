@@ -98,7 +98,7 @@ void run_train(TrainCommand c, const GlobalOptions& global) {
               static_cast<long>(model->non_embedding_parameters()));
   std::fflush(stdout);
 
-  const nlohmann::json training = {
+  nlohmann::json training = {
       {"text", c.text_path},
       {"batch", c.training.batch},
       {"masking", tracformer::masking_name(c.training.masking)},
@@ -111,9 +111,16 @@ void run_train(TrainCommand c, const GlobalOptions& global) {
       {"lr", c.training.learning_rate},
       {"weight_decay", c.training.weight_decay},
       {"warmup", c.training.warmup_steps},
-      {"train_steps", c.training.steps}};
+      {"lr_decay", c.training.decay == train::LearningRateDecay::cosine ? "cosine" : "constant"}};
+  // What a resumed run must share with its checkpoint. The number of steps belongs to it only
+  // under cosine decay, whose rates depend on it: a constant-rate run can go on to more steps and
+  // follow the same path as one run to that number from the start.
   nlohmann::json metadata = {
       {"kind", "tracformer-run"}, {"config", c.config}, {"training", training}};
+  if (c.training.decay == train::LearningRateDecay::cosine) {
+    metadata["training"]["train_steps"] = c.training.steps;
+  }
+  training["train_steps"] = c.training.steps;
   c.training.progress_label = "tracformer train";
   const train::LoopResult result = tracformer::train_model(
       model, averaged, train_ids, validation_ids, c.training, metadata, global.seed);
