@@ -88,14 +88,15 @@ evaluate() {  # DIR NAME EXTRA...: DIR/model.pt scored into DIR/eval/NAME.json, 
     >> "$dir/eval.txt" 2>&1
 }
 
-train_to() {  # MODEL SEED STEPS DIR: the run of MODEL-sSEED trained (or resumed) to STEPS, saved in DIR
-  local run=$out/$1-s$2
-  mkdir -p "$4/eval"
-  [[ -f $4/model.pt ]] && return
+train_to() {  # MODEL SEED DIR BUDGET...: the run of MODEL-sSEED trained (or resumed) to BUDGET, saved in DIR
+  local model=$1 seed=$2 dir=$3 run=$out/$1-s$2
+  shift 3
+  mkdir -p "$dir/eval"
+  [[ -f $dir/model.pt ]] && return
   # shellcheck disable=SC2046
-  "$bin" --threads 1 --seed "$2" tracformer train $(shape "$1") "${common[@]}" --train-steps "$3" \
-    --checkpoint "$run/checkpoint.pt" --resume --log "$run/train.jsonl" --out "$4/model.pt" \
-    > "$4/train.txt" 2>&1
+  "$bin" --threads 1 --seed "$seed" tracformer train $(shape "$model") "${common[@]}" "$@" \
+    --checkpoint "$run/checkpoint.pt" --resume --log "$run/train.jsonl" --out "$dir/model.pt" \
+    > "$dir/train.txt" 2>&1
 }
 
 evaluate_all() {  # MODEL DIR
@@ -118,14 +119,7 @@ evaluate_all() {  # MODEL DIR
 cell() {  # MODEL SEED
   local dir=$out/$1-s$2
   if [[ -z $train_steps ]]; then
-    mkdir -p "$dir/eval"
-    if [[ ! -f $dir/model.pt ]]; then
-      # shellcheck disable=SC2046
-      "$bin" --threads 1 --seed "$2" tracformer train $(shape "$1") "${common[@]}" --train-steps 1000000 \
-        --max-minutes "$minutes" \
-        --checkpoint "$dir/checkpoint.pt" --resume \
-        --log "$dir/train.jsonl" --out "$dir/model.pt" > "$dir/train.txt" 2>&1
-    fi
+    train_to "$1" "$2" "$dir" --train-steps 1000000 --max-minutes "$minutes"
   else
     local equal=$train_steps
     [[ -n $equal_time ]] && equal=$(equal_time_steps "$1")
@@ -133,11 +127,11 @@ cell() {  # MODEL SEED
       if [[ -f $dir/model.pt && ! -f $dir/equal-time/model.pt ]]; then
         echo "$dir: trained past the equal-time budget of $equal steps already; not scored at it" >&2
       else
-        train_to "$1" "$2" "$equal" "$dir/equal-time"
+        train_to "$1" "$2" "$dir/equal-time" --train-steps "$equal"
       fi
     fi
-    train_to "$1" "$2" "$train_steps" "$dir"
-    ((equal > train_steps)) && train_to "$1" "$2" "$equal" "$dir/equal-time"
+    train_to "$1" "$2" "$dir" --train-steps "$train_steps"
+    ((equal > train_steps)) && train_to "$1" "$2" "$dir/equal-time" --train-steps "$equal"
   fi
   evaluate_all "$1" "$dir"
   [[ -f $dir/equal-time/model.pt ]] && evaluate_all "$1" "$dir/equal-time"

@@ -5,8 +5,9 @@ Usage: scripts/tracformer_summary.py OUT_DIR [--seeds 1,2] [--equal-time] [--png
 
 Every model was scored on the same test crops with the same masks, so models are compared crop by
 crop: a difference in bits per character comes with a 95 % paired bootstrap interval over crops
-(2,000 resamples, seed 0). Seeds are averaged crop by crop before comparing. With --equal-time the models are those saved at equal wall-clock
-(`tracformer_experiments.sh --equal-time`), and a run that has none is left out.
+(2,000 resamples, seed 0). Seeds are averaged crop by crop before comparing. With --equal-time the
+models are those saved at equal wall-clock (`tracformer_experiments.sh --equal-time`), and a run
+that has none is left out.
 """
 import argparse
 import json
