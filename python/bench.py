@@ -3,7 +3,7 @@ dense softmax with the pattern as a mask, and gather (each query's keys gathered
 (tokens, degree) block, padding masked). Forward + backward (gradients of Q, K, V), float32, median
 of repeated runs after a warm-up.
 
-    PYTHONPATH=build/python /usr/bin/python3 python/bench.py [--threads 2] [--json out.json]
+    .venv/bin/python python/bench.py [--threads 2] [--json out.json]
 """
 import argparse
 import json

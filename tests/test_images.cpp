@@ -93,7 +93,7 @@ TEST(ImageDataset, MissingFilesSayHowToGetThem) {
   EXPECT_THROW_WITH(load_image_dataset("mnist", ImageSplit::train, empty.path()),
                     std::runtime_error,
                     empty.file("train-images-idx3-ubyte.gz") +
-                        ": not found (to get MNIST, run scripts/setup.sh");
+                        ": not found (MNIST is committed in data/mnist/");
   EXPECT_THROW_WITH(load_image_dataset("fashion-mnist", ImageSplit::test, empty.path()),
                     std::runtime_error, "dataset-fashion-mnist");
 }
@@ -149,7 +149,7 @@ TEST(ImageDataset, RejectsDamagedFilesByName) {
   EXPECT_THROW_WITH(split.load(), std::runtime_error,
                     split.labels_path() + ": label 10 at index 1 is not below 10");
   // Every error says how to get the dataset.
-  EXPECT_THROW_WITH(split.load(), std::runtime_error, "run scripts/setup.sh");
+  EXPECT_THROW_WITH(split.load(), std::runtime_error, "git checkout data/mnist");
 
   write_gzip(split.labels_path(), three_labels());
   EXPECT_EQ(split.load().labels.size(0), 3);

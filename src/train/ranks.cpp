@@ -1,5 +1,6 @@
-// The one place structdiff meets c10d: a TCP store for the rendezvous and a Gloo process group
-// for the collectives. Errors come back as one-line std::runtime_error messages naming the rank
+// The one place structdiff meets c10d: a TCP store for the rendezvous, a Gloo process group for
+// the collectives on CPU tensors and, where libtorch has NCCL, an NCCL one for GPU tensors, so
+// that GPU ranks all-reduce on the GPU (made at the first collective on one). Errors come back as one-line std::runtime_error messages naming the rank
 // and the address, not Gloo's own text alone.
 #include "structdiff/ranks.h"
 
@@ -15,7 +16,11 @@
 #include <utility>
 
 #include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 
@@ -26,7 +31,30 @@ namespace structdiff::train {
 struct Ranks::Group {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+#ifdef USE_C10D_NCCL
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
+#endif
   std::string address;
+  std::chrono::milliseconds timeout{};
+
+  // The process group for collectives on tensors like `t`: NCCL for GPU tensors where libtorch
+  // has it (Gloo stages them through the CPU otherwise), Gloo for the rest.
+  c10d::Backend& backend_for(const torch::Tensor& t, int rank, int size) {
+#ifdef USE_C10D_NCCL
+    if (t.is_cuda()) {
+      if (!nccl) {
+        auto options = c10d::ProcessGroupNCCL::Options::create();
+        options->timeout = timeout;
+        nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+            c10::make_intrusive<c10d::PrefixStore>("nccl", store), rank, size, options);
+      }
+      return *nccl;
+    }
+#else
+    (void)t, (void)rank, (void)size;
+#endif
+    return *gloo;
+  }
 };
 
 namespace {
@@ -51,6 +79,7 @@ std::shared_ptr<Ranks> Ranks::connect(const RankAddress& address) {
   }
   auto group = std::make_unique<Group>();
   group->address = address.host + ":" + std::to_string(address.port);
+  group->timeout = address.timeout;
   const std::string where = "rank " + std::to_string(address.rank) + " of " +
                             std::to_string(address.world_size) + " at " + group->address;
   try {
@@ -122,7 +151,7 @@ void Ranks::average(const std::vector<torch::Tensor>& tensors) {
       for (size_t i = first; i < last; ++i) flat.push_back(list[i].reshape({-1}));
       std::vector<torch::Tensor> buffer{torch::cat(flat)};
       try {
-        group_->gloo->allreduce(buffer)->wait();
+        group_->backend_for(buffer[0], rank_, size_).allreduce(buffer)->wait();
       } catch (const std::exception& error) {
         throw std::runtime_error("rank " + std::to_string(rank_) + " of " +
                                  std::to_string(size_) + ": averaging gradients with the other "
@@ -162,7 +191,7 @@ void Ranks::broadcast(const std::vector<torch::Tensor>& tensors) {
     if (!t.defined()) continue;
     std::vector<torch::Tensor> buffer{t.is_contiguous() ? t : t.contiguous()};
     try {
-      group_->gloo->broadcast(buffer)->wait();
+      group_->backend_for(buffer[0], rank_, size_).broadcast(buffer)->wait();
     } catch (const std::exception& error) {
       throw std::runtime_error("rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
                                ": receiving rank 0's weights failed (" + message_of(error) + ")");
