@@ -1,5 +1,6 @@
 // Node-classification data: IDX and Planetoid-style readers on files written here, CSBM
 // homophily, splits, kNN graphs and induced subgraphs.
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -97,6 +98,37 @@ TEST(Planetoid, ReadsATinyDirectory) {
   EXPECT_FALSE(dataset.graph.contains(3, 3));
 }
 
+TEST(Planetoid, ReadsGzipFeatures) {
+  TemporaryDirectory dir;
+  const std::string text = "1 0\n0 2.5\n";
+  write_gzip(dir.file("features.txt.gz"), std::vector<uint8_t>(text.begin(), text.end()));
+  write_text(dir.file("labels.txt"), "0\n1\n");
+  write_text(dir.file("edges.txt"), "0 1\n");
+  const NodeDataset dataset = read_planetoid_directory(dir.file(""));
+  EXPECT_TRUE(dataset.features.equal(torch::tensor({{1.0f, 0.0f}, {0.0f, 2.5f}})));
+  std::filesystem::remove(dir.file("features.txt.gz"));
+  EXPECT_THROW_WITH(read_planetoid_directory(dir.file("")), std::runtime_error,
+                    "features.txt.gz: cannot open");
+}
+
+// The committed citation graphs have the published sizes (PyTorch Geometric's counts).
+TEST(CitationDatasets, CommittedCopiesHaveThePublishedSizes) {
+  struct Published {
+    const char* name;
+    int64_t nodes, features, classes, undirected_edges;
+  };
+  for (const Published& published : {Published{"cora", 2708, 1433, 7, 5278},
+                                     Published{"citeseer", 3327, 3703, 6, 4552}}) {
+    const NodeDataset dataset = read_planetoid_directory(
+        std::string(STRUCTDIFF_SOURCE_DIR) + "/" + kPlanetoidDirectory + "/" + published.name);
+    EXPECT_EQ(dataset.num_nodes(), published.nodes) << published.name;
+    EXPECT_EQ(dataset.features.size(1), published.features) << published.name;
+    EXPECT_EQ(dataset.num_classes, published.classes) << published.name;
+    EXPECT_EQ(dataset.graph.num_entries(), 2 * published.undirected_edges) << published.name;
+    EXPECT_TRUE(dataset.features.eq(0).logical_or(dataset.features.eq(1)).all().item<bool>());
+  }
+}
+
 TEST(Planetoid, ErrorsNameFileAndLine) {
   TemporaryDirectory dir;
   write_text(dir.file("features.txt"), "1 0\n0 1\n");
@@ -150,6 +182,12 @@ TEST(Split, SizesPerClassAndDisjoint) {
                     "fewer than 61 per class");
   EXPECT_THROW_WITH(semi_supervised_split(labels, 5, 20, 200, 7), std::invalid_argument,
                     "none for testing");
+  // A test count draws that many of the rest.
+  const Split counted = semi_supervised_split(labels, 5, 20, 100, 7, 40);
+  EXPECT_TRUE(counted.valid.equal(split.valid));
+  EXPECT_TRUE(counted.test.equal(split.test.slice(0, 0, 40)));
+  EXPECT_THROW_WITH(semi_supervised_split(labels, 5, 20, 100, 7, 101), std::invalid_argument,
+                    "200 unlabelled nodes are fewer than 100 for validation and 101 for testing");
 }
 
 TEST(Graphs, KnnAndInducedSubgraph) {

@@ -37,10 +37,11 @@ AttentionPattern knn_graph(const torch::Tensor& features, int64_t k);
 struct Split {
   torch::Tensor train, valid, test;  // int64 node indices, disjoint
 };
-// `per_class` labelled nodes of every class, `valid` of the remaining nodes for validation, the
-// rest for testing; seeded. Throws std::invalid_argument when a class or the rest is too small.
+// `per_class` labelled nodes of every class, `valid` of the remaining nodes for validation, `test`
+// more for testing (0: all the rest); seeded. Throws std::invalid_argument when a class or the
+// rest is too small.
 Split semi_supervised_split(const torch::Tensor& labels, int64_t num_classes, int64_t per_class,
-                            int64_t valid, uint64_t seed);
+                            int64_t valid, uint64_t seed, int64_t test = 0);
 
 // ---- contextual stochastic block model ---------------------------------------------------------
 
@@ -56,12 +57,17 @@ NodeDataset make_csbm(const CsbmOptions& options, uint64_t seed);
 
 // ---- Planetoid-style plain-text directory ------------------------------------------------------
 
-// DIR/features.txt: one line per node, F numbers separated by white space.
+// DIR/features.txt (or features.txt.gz): one line per node, F numbers separated by white space.
 // DIR/labels.txt:   one line per node, a class index >= 0 (num_classes = largest + 1).
 // DIR/edges.txt:    one line per undirected edge, two 0-based node indices; duplicates, both
 //                   directions and self edges allowed (self edges are dropped: models add A + I).
 // Blank lines and lines starting with '#' are skipped in every file.
 NodeDataset read_planetoid_directory(const std::string& directory);
+
+// The citation graphs of Planetoid (Yang et al. 2016), committed in this directory, relative to
+// the repository root (data/planetoid/README.md): cora, citeseer.
+inline const char* const kPlanetoidDirectory = "data/planetoid";
+inline const std::vector<std::string> kCitationDatasets = {"cora", "citeseer"};
 
 // ---- IDX (MNIST) -------------------------------------------------------------------------------
 

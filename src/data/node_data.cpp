@@ -108,7 +108,7 @@ AttentionPattern knn_graph(const torch::Tensor& features, int64_t k) {
 // ---- splits ------------------------------------------------------------------------------------
 
 Split semi_supervised_split(const torch::Tensor& labels, int64_t num_classes, int64_t per_class,
-                            int64_t valid, uint64_t seed) {
+                            int64_t valid, uint64_t seed, int64_t test) {
   if (labels.dim() != 1) throw std::invalid_argument("semi_supervised_split: labels must be 1-D");
   // The best epoch is chosen on the validation nodes, so there must be some.
   if (per_class < 1 || valid < 1) {
@@ -139,6 +139,12 @@ Split semi_supervised_split(const torch::Tensor& labels, int64_t num_classes, in
                                   std::to_string(per_class) + " per class");
     }
   }
+  if (test < 0) throw std::invalid_argument("semi_supervised_split: test count " + std::to_string(test) + " is negative");
+  if (test > 0 && static_cast<int64_t>(rest.size()) < valid + test) {
+    throw std::invalid_argument("semi_supervised_split: " + std::to_string(rest.size()) +
+                                " unlabelled nodes are fewer than " + std::to_string(valid) +
+                                " for validation and " + std::to_string(test) + " for testing");
+  }
   if (static_cast<int64_t>(rest.size()) <= valid) {
     throw std::invalid_argument("semi_supervised_split: " + std::to_string(rest.size()) +
                                 " unlabelled nodes leave none for testing after " +
@@ -147,7 +153,8 @@ Split semi_supervised_split(const torch::Tensor& labels, int64_t num_classes, in
   Split split;
   split.train = to_tensor(train);
   split.valid = to_tensor(std::vector<int64_t>(rest.begin(), rest.begin() + valid));
-  split.test = to_tensor(std::vector<int64_t>(rest.begin() + valid, rest.end()));
+  split.test = to_tensor(
+      std::vector<int64_t>(rest.begin() + valid, test > 0 ? rest.begin() + valid + test : rest.end()));
   return split;
 }
 

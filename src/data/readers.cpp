@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -78,11 +79,23 @@ std::string hex_bytes(const uint8_t* bytes, size_t count) {
 
 // ---- plain text --------------------------------------------------------------------------------
 
-// Calls `handle(line_number, tokens)` for every line that is not blank or a '#' comment.
+// Calls `handle(line_number, tokens)` for every line that is not blank or a '#' comment. The file
+// may be gzip-compressed; its text is read whole, up to kMaxTextBytes.
+constexpr size_t kMaxTextBytes = size_t{1} << 30;
 void for_each_record(const std::string& path,
                      const std::function<void(int64_t, const std::vector<std::string>&)>& handle) {
-  std::ifstream in(path);
-  if (!in) throw file_error(path, "cannot open");
+  GzipFile file(path);
+  std::string text;
+  for (size_t got = 1; got > 0;) {
+    const size_t at = text.size();
+    text.resize(at + (size_t{1} << 20));
+    got = file.read(reinterpret_cast<uint8_t*>(text.data() + at), text.size() - at);
+    text.resize(at + got);
+    if (text.size() > kMaxTextBytes) {
+      throw file_error(path, "more than " + std::to_string(kMaxTextBytes >> 20) + " MiB of text");
+    }
+  }
+  std::istringstream in(text);
   int64_t line_number = 0;
   for (std::string line; std::getline(in, line);) {
     ++line_number;
@@ -208,7 +221,10 @@ NodeDataset load_fashion_mnist(const std::string& directory, int64_t pool_size, 
 }
 
 NodeDataset read_planetoid_directory(const std::string& directory) {
-  const std::string features_path = directory + "/features.txt";
+  // Features, the bulk of a dataset, may be gzip-compressed.
+  const std::string plain_features = directory + "/features.txt";
+  const std::string features_path =
+      std::filesystem::exists(plain_features) ? plain_features : plain_features + ".gz";
   const std::string labels_path = directory + "/labels.txt";
   const std::string edges_path = directory + "/edges.txt";
 
