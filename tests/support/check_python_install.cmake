@@ -10,16 +10,16 @@ execute_process(COMMAND ${PYTHON} -c "import structdiff; print(structdiff.versio
                 OUTPUT_VARIABLE installed ERROR_VARIABLE error OUTPUT_STRIP_TRAILING_WHITESPACE
                 RESULT_VARIABLE status)
 if(NOT status EQUAL 0)
-  message(FATAL_ERROR "${PYTHON} cannot import structdiff: install it with `${PYTHON} -m pip "
-          "install --no-build-isolation --no-deps .` from the checkout (the README's test command "
-          "does)\\n${error}")
+  message(FATAL_ERROR "${PYTHON} cannot import structdiff: after the build, install it with "
+          "`${PYTHON} -m pip install --no-build-isolation --no-deps -C build-dir=build .` from "
+          "the checkout (the README's test command does)\\n${error}")
 endif()
 string(REPLACE "\n" ";" installed "${installed}")
 list(GET installed 0 installed_version)
 list(GET installed 1 installed_file)
 if(NOT installed_version STREQUAL built)
   message(FATAL_ERROR "the installed structdiff (${installed_file}) is '${installed_version}', this "
-          "build is '${built}': reinstall it with `${PYTHON} -m pip install --no-build-isolation "
-          "--no-deps .` (the README's test command does)")
+          "build is '${built}': after the build, reinstall it with `${PYTHON} -m pip install "
+          "--no-build-isolation --no-deps -C build-dir=build .` (the README's test command does)")
 endif()
 message(STATUS "installed structdiff (${installed_file}) is this build: ${built}")
