@@ -61,7 +61,7 @@ if(torch_query)
   # A CUDA build of torch: compile the kernels with the nvcc of the same CUDA release. PyPI's
   # `cuda-toolkit[nvcc]` puts it beside torch's own CUDA libraries (nvidia/cu<major>); a system
   # toolkit serves when its release is the same.
-  if(torch_cuda_version AND NOT CMAKE_CUDA_COMPILER AND NOT STRUCTDIFF_CUDA STREQUAL "OFF")
+  if(torch_cuda_version AND NOT CMAKE_CUDA_COMPILER)
     string(REGEX MATCH "^[0-9]+" cuda_major "${torch_cuda_version}")
     set(wheel_toolkit "${torch_site_packages}/nvidia/cu${cuda_major}")
     find_program(system_nvcc nvcc PATHS /usr/local/cuda/bin NO_CACHE)

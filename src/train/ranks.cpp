@@ -1,7 +1,7 @@
 // The one place structdiff meets c10d: a TCP store for the rendezvous, a Gloo process group for
 // the collectives on CPU tensors and, where libtorch has NCCL, an NCCL one for GPU tensors, so
-// that GPU ranks all-reduce on the GPU (made at the first collective on one). Errors come back as one-line std::runtime_error messages naming the rank
-// and the address, not Gloo's own text alone.
+// that GPU ranks all-reduce on the GPU (made at the first collective on one). Errors come back
+// as one-line std::runtime_error messages naming the rank and the address, not Gloo's own text.
 #include "structdiff/ranks.h"
 
 #include <arpa/inet.h>

@@ -33,20 +33,14 @@ void require_memory(double bytes, const std::string& what) {
   throw std::invalid_argument(what + text);
 }
 
-// libtorch 2.x changed the totals in the reporting hook from int64_t to size_t.
-#if TORCH_VERSION_MAJOR >= 2
-using ReportedTotal = size_t;
-#else
-using ReportedTotal = int64_t;
-#endif
 
 struct PeakMemoryTracker::Reporter : public c10::MemoryReportingInfoBase {
   int64_t current = 0;
   int64_t baseline = 0;
   int64_t peak = 0;
 
-  void reportMemoryUsage(void* /*ptr*/, int64_t alloc_size, ReportedTotal /*total_allocated*/,
-                         ReportedTotal /*total_reserved*/, c10::Device device) override {
+  void reportMemoryUsage(void* /*ptr*/, int64_t alloc_size, size_t /*total_allocated*/,
+                         size_t /*total_reserved*/, c10::Device device) override {
     if (!device.is_cpu()) return;
     current += alloc_size;
     peak = std::max(peak, current);
