@@ -1,13 +1,14 @@
 // How the programs are linked against PyPI's libtorch. Its libtorch_cpu.so exports the copy of
 // libstdc++'s std::filesystem that it linked statically (GCC 13's; pytorch/pytorch#133437). A
-// program whose libraries name libtorch before libstdc++ binds some std::filesystem functions to
-// torch's copy and the rest to the system libstdc++ its headers belong to, and the two disagree on
-// the iterators' internals: remove_all of a directory tree crashed (SIGSEGV) there. The build
-// names libstdc++ first (cmake/torch_from_python.cmake), so every program and library binds all
-// of std::filesystem to the libstdc++ it was compiled for.
+// program that meets libtorch before libstdc++ at link time binds some std::filesystem functions
+// to torch's copy and the rest to its own libstdc++, and the two disagree on the iterators'
+// internals: file-handling code crashed (SIGSEGV) on the GPU image. The build names libstdc++
+// right before libtorch (src/CMakeLists.txt), so every program binds all of std::filesystem to
+// its own libstdc++, shared or static.
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -16,24 +17,31 @@
 
 namespace {
 
-// The shared object that provides `symbol` to this program (first in the global lookup order).
-std::string provider_of(const char* symbol) {
-  void* address = ::dlsym(RTLD_DEFAULT, symbol);
-  if (address == nullptr) return "(not found)";
+// The shared object (or this program) that holds `address`.
+std::string object_of(const void* address) {
   Dl_info info{};
   if (::dladdr(address, &info) == 0 || info.dli_fname == nullptr) return "(unknown)";
   return info.dli_fname;
 }
 
-TEST(RuntimeLinking, StdFilesystemBindsToTheSystemLibstdcxx) {
-  // Functions that both libstdc++ and PyPI's libtorch_cpu.so export: the path parser, the
-  // iterator remove_all walks with, and remove_all itself.
-  for (const char* symbol : {"_ZNSt10filesystem7__cxx114path14_M_split_cmptsEv",
-                             "_ZNSt10filesystem7__cxx1128recursive_directory_iteratorppEv",
-                             "_ZNSt10filesystem10remove_allERKNS_7__cxx114pathE"}) {
-    const std::string provider = provider_of(symbol);
-    EXPECT_NE(provider.find("libstdc++"), std::string::npos)
-        << symbol << " is bound to " << provider << ", not to libstdc++";
+bool is_torch(const std::string& object) {
+  return object.find("libtorch") != std::string::npos || object.find("libc10") != std::string::npos;
+}
+
+TEST(RuntimeLinking, StdFilesystemIsNotTorchsCopy) {
+  // Functions that both libstdc++ and PyPI's libtorch_cpu.so define, as this program calls them.
+  namespace fs = std::filesystem;
+  const std::pair<const char*, const void*> functions[] = {
+      {"remove_all", reinterpret_cast<const void*>(
+                         static_cast<std::uintmax_t (*)(const fs::path&)>(&fs::remove_all))},
+      {"create_directories", reinterpret_cast<const void*>(
+                                 static_cast<bool (*)(const fs::path&)>(&fs::create_directories))},
+      {"status", reinterpret_cast<const void*>(
+                     static_cast<fs::file_status (*)(const fs::path&)>(&fs::status))}};
+  for (const auto& [name, address] : functions) {
+    const std::string object = object_of(address);
+    EXPECT_FALSE(is_torch(object)) << "std::filesystem::" << name << " is bound to " << object
+                                   << ", libtorch's copy, not to this program's libstdc++";
   }
 }
 

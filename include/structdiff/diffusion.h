@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <torch/types.h>
@@ -107,5 +108,12 @@ torch::Tensor sample_ancestral(const ModelFn& model, const NoiseSchedule& schedu
 // options.ddim_eta > 0); num_steps == schedule.steps() visits every step.
 torch::Tensor sample_ddim(const ModelFn& model, const NoiseSchedule& schedule, torch::Tensor x_T,
                           int64_t num_steps, const SamplerOptions& options);
+// DDIM's `count` steps out of `steps`, from steps - 1 down to 0, evenly spaced.
+std::vector<int64_t> ddim_timesteps(int64_t steps, int64_t count);
+// One DDIM step from x at `step` (t: that step per sample) to `next_step`, given the x0 estimate;
+// eta as SamplerOptions::ddim_eta, its noise from `generator`.
+torch::Tensor ddim_step(const NoiseSchedule& schedule, const torch::Tensor& x0_hat,
+                        const torch::Tensor& x, const torch::Tensor& t, int64_t step,
+                        int64_t next_step, double eta, const at::Generator& generator);
 
 }  // namespace structdiff::diffusion

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,11 +21,18 @@
 #include "structdiff/attention.h"
 #include "structdiff/diffusion.h"
 #include "structdiff/graph.h"
+#include "structdiff/mask_schedule.h"
 
 namespace structdiff::gsdm {
 
 enum class EmbeddingKind { independent, array, exchangeable };  // IE, AE, EE (paper §3.2)
 enum class NormKind { token, group };  // per-token LayerNorm | the reference's GroupNorm(32)
+// How discrete variables are diffused: as one-hot vectors under Gaussian noise (the paper), or
+// masked (absorbing state; continuous variables keep Gaussian noise under the same time).
+enum class DiffusionProcess { gaussian, masked };
+// The masked process's loss: the continuous-time ELBO (cross-entropy on masked variables weighted
+// by -alpha'(t) / (1 - alpha(t))), or the plain cross-entropy on masked variables.
+enum class MaskedLoss { elbo, unweighted };
 
 struct GsdmConfig {
   int64_t dim = 128;
@@ -49,6 +57,9 @@ struct GsdmConfig {
   Mechanism attention = Mechanism::structured;
   // The graphical model's mask or one of the paper's ablations of it (sparse and gather only).
   graph::MaskOptions mask;
+  DiffusionProcess process = DiffusionProcess::gaussian;
+  diffusion::MaskScheduleKind mask_schedule = diffusion::MaskScheduleKind::cosine;  // masked only
+  MaskedLoss masked_loss = MaskedLoss::elbo;                                       // masked only
 };
 // As every configuration: `nlohmann::json(config)` and `j.get<GsdmConfig>()` (missing or
 // mistyped keys throw).
@@ -58,6 +69,10 @@ EmbeddingKind parse_embedding(const std::string& name);  // "IE" | "AE" | "EE"
 NormKind parse_norm(const std::string& name);            // "token" | "group"
 Scaling parse_attention_scaling(const std::string& name);  // "inverse-sqrt-dim" | "none"
 std::string attention_scaling_name(Scaling scaling);
+DiffusionProcess parse_process(const std::string& name);  // "gaussian" | "masked"
+std::string process_name(DiffusionProcess process);
+MaskedLoss parse_masked_loss(const std::string& name);  // "elbo" | "unweighted"
+std::string masked_loss_name(MaskedLoss loss);
 
 // Where each node's values sit in the flat state.
 struct StateLayout {
@@ -107,12 +122,13 @@ class GsdmImpl : public torch::nn::Module {
  public:
   GsdmImpl(const graph::GraphicalModel& model, GsdmConfig config);
 
-  // x_t: (batch, width) noisy state with observed entries already replaced by their values;
-  // t: (batch,) int64; observed: (batch, nodes) bool, all on the model's device. Returns the x0
-  // estimate (batch, width), a probability vector for each discrete variable. Runs on the
+  // x_t: (batch, width) noisy state with observed entries already replaced by their values (a
+  // masked discrete variable is an all-zero block); t: (batch,) int64; observed: (batch, nodes)
+  // bool, all on the model's device. Returns the x0 estimate (batch, width): a probability
+  // vector for each discrete variable, or its logits with `discrete_logits`. Runs on the
   // structure in use.
   torch::Tensor forward(const torch::Tensor& x_t, const torch::Tensor& t,
-                        const torch::Tensor& observed);
+                        const torch::Tensor& observed, bool discrete_logits = false);
 
   // The structure of another graph of the same problem (another size) for these parameters.
   // Throws std::invalid_argument when the graph needs what the parameters lack: IE embeddings
@@ -151,10 +167,12 @@ TORCH_MODULE(Gsdm);
 // The denoiser as the samplers see it: observed entries are written into x_t before the network
 // and over its output, so they stay clamped at every step (paper §2.1, §3.4).
 diffusion::ModelFn conditioned_model(Gsdm model, torch::Tensor observed_nodes,
-                                     torch::Tensor observed_values);
+                                     torch::Tensor observed_values, bool discrete_logits = false);
 // Mean over the batch of the summed squared x0 error on latent entries (observed ones carry no
 // loss), with antithetic t; t and the noise come from `generator`. Computed on the model's
-// device, wherever x0 and observed_nodes live.
+// device, wherever x0 and observed_nodes live. A masked-process model (config().process) adds,
+// for its discrete variables, the masked cross-entropy (masked_training_loss below) in place of
+// their squared error.
 torch::Tensor training_loss(Gsdm model, const diffusion::NoiseSchedule& schedule,
                             const torch::Tensor& x0, const torch::Tensor& observed_nodes,
                             at::Generator generator);
@@ -176,15 +194,33 @@ torch::Tensor decode_state(const StateLayout& layout, const graph::GraphicalMode
 torch::Tensor encode_state(const StateLayout& layout, const graph::GraphicalModel& model,
                            const torch::Tensor& values);
 
-enum class Sampler { ancestral, ddim };
-Sampler parse_sampler(const std::string& name);  // "ancestral" | "ddim"
+// ancestral: every step of the Gaussian process, or for the masked one, at each of `ddim_steps`
+// steps unmask what the schedule says with values drawn from the prediction; ddim: Gaussian
+// only; adaptive: masked only, each step unmask the latent variables the model is most confident
+// of. model_default: ddim for a Gaussian model, adaptive for a masked one.
+enum class Sampler { model_default, ancestral, ddim, adaptive };
+Sampler parse_sampler(const std::string& name);  // "" (model_default) | "ancestral" | "ddim" | "adaptive"
+std::string sampler_name(Sampler sampler);
+// The adaptive sampler's confidence in a variable: the probability of the value it takes, or the
+// margin between the two most probable values.
+enum class Confidence { probability, margin };
+Confidence parse_confidence(const std::string& name);  // "probability" | "margin"
 
 struct SampleOptions {
-  Sampler sampler = Sampler::ddim;
-  int64_t ddim_steps = 50;
+  Sampler sampler = Sampler::model_default;
+  int64_t ddim_steps = 50;  // the masked samplers' steps too
   // Stochastic DDIM (see diffusion::SamplerOptions): on 9x9 Sudoku it solves 4-25 points more
   // puzzles than eta = 0 at the same cost (docs/results/gsdm-sudoku.md).
   double ddim_eta = 1.0;
+  // Masked process: the values' temperature (0: the most probable value); the adaptive
+  // sampler's confidence, and how many variables per example it unmasks each step (0: spread the
+  // latent ones evenly over ddim_steps); remask: each step but the last, up to this many decided
+  // variables per example whose value has fallen below probability 1/2 return to the mask
+  // (ReMDM-style revision; 0: never).
+  double temperature = 0.0;
+  Confidence confidence = Confidence::probability;
+  int64_t unmask_per_step = 0;
+  int64_t remask = 0;
   diffusion::ProgressFn progress;
   // The starting noise and the sampler's noise; required. Reusing one generator across calls
   // continues its stream, so a sequence of calls is reproducible from one seed.
@@ -197,5 +233,30 @@ struct SampleOptions {
 torch::Tensor sample(Gsdm model, const diffusion::NoiseSchedule& schedule,
                      const torch::Tensor& observed_nodes, const torch::Tensor& observed_values,
                      const SampleOptions& options);
+
+// ---- the masked process's parts (gsdm_masked.cpp), public for tests ----------------------------
+
+// The network as the masked samplers see it: for state x_t at steps t (int64, (batch,)) the x0
+// estimate of continuous entries and the logits of discrete ones (GsdmImpl::forward with
+// discrete_logits), observed entries clamped.
+using MaskedModelFn = std::function<torch::Tensor(const torch::Tensor& x_t, const torch::Tensor& t)>;
+// One sample by the masked process: observed entries of `observed_values` stay, latent discrete
+// variables start masked, latent continuous entries start from `noise`. `structure` says which
+// entries are discrete; the Gaussian part steps along the DDIM grid of `schedule`.
+torch::Tensor sample_masked(const MaskedModelFn& model, const GsdmStructure& structure,
+                            const diffusion::NoiseSchedule& schedule,
+                            diffusion::MaskScheduleKind mask_schedule,
+                            const torch::Tensor& observed_nodes, const torch::Tensor& observed_values,
+                            const torch::Tensor& noise, const SampleOptions& options);
+// The masked process's loss for rows whose example is `example` (t, noise as the Gaussian
+// process draws them): each latent discrete variable is masked with probability 1 - alpha(t)
+// (t = (step + 1) / T), decided by its first entry's noise; returns the batch mean of the summed
+// weighted cross-entropy on masked variables plus the squared x0 error of latent continuous
+// entries. `network` maps (x_t, t) to the output MaskedModelFn describes.
+torch::Tensor masked_training_loss(const MaskedModelFn& network, const GsdmStructure& structure,
+                                   const diffusion::NoiseSchedule& schedule,
+                                   diffusion::MaskScheduleKind mask_schedule, MaskedLoss loss,
+                                   const torch::Tensor& x0, const torch::Tensor& observed_nodes,
+                                   const diffusion::TrainingExample& example);
 
 }  // namespace structdiff::gsdm

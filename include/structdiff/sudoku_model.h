@@ -71,6 +71,11 @@ void save_model(const std::string& path, const TrainedModel& trained);
 
 namespace structdiff::sudoku {
 
+// The options for drawing a puzzle again: a masked model's values at temperature 0 (the most
+// probable) would repeat its first sample, so repeated draws use temperature at least 1, the
+// model's own distribution. A Gaussian model's draws differ by their noise and are left as given.
+SolveOptions repeated_draws(const TrainedModel& trained, SolveOptions options);
+
 // What drawing up to K samples for one puzzle gave.
 struct Attempt {
   Grid shown;           // the first valid sample, else the first sample
@@ -78,7 +83,7 @@ struct Attempt {
   int64_t valid = 0;    // of which valid (complete, no violated pair, agrees with the givens)
 };
 // Draws up to `max_samples` samples per puzzle in rounds of 1, 2, 4, ... and stops for a puzzle
-// after the round that gives it a valid sample. Each round's samples, over all puzzles still
+// after the round that gives it a valid sample; rounds after the first use repeated_draws. Each round's samples, over all puzzles still
 // unsolved, run in batches of up to `batch` (one batch is cheaper than its samples one by one).
 // With max_samples 1 this is `solve` in batches of `batch`.
 std::vector<Attempt> solve_until_valid(const TrainedModel& trained, const std::vector<Grid>& puzzles,

@@ -23,15 +23,20 @@ export OMP_WAIT_POLICY=PASSIVE
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader | tee $RES/gpu.txt
 step 150 ctest --test-dir build-cuda -j12 --timeout 120 --output-on-failure > $RES/ctest.log 2>&1
 grep -E 'tests passed|\(Failed\)|\(SEGFAULT\)|Timeout|Not Run' $RES/ctest.log | head -40
-# The H200 image's crashes (GCC 13, torch 2.11; docs/results/gpu.md) should be gone with
-# libstdc++ linked first: RuntimeLinking.* shows the binding. A crash left gets a backtrace.
+# The GPU images' toolchain links libstdc++ statically; RuntimeLinking.* show where
+# std::filesystem binds (docs/results/gpu.md, "Third lease"). A crash left gets a backtrace
+# where the image has gdb.
 grep -E 'RuntimeLinking' $RES/ctest.log
-if grep -q SEGFAULT $RES/ctest.log; then
-  crashed=$(grep -m1 -E 'SEGFAULT' $RES/ctest.log | sed -E 's/.*Test +#[0-9]+: ([^ ]+) .*/\1/')
+crashed=$(grep -m1 -E 'Exception: SegFault' $RES/ctest.log | sed -E 's/.*Test +#[0-9]+: ([^ ]+) .*/\1/')
+if [ -n "$crashed" ]; then
   binary=$(ctest --test-dir build-cuda -N -V -R "^${crashed}\$" | sed -n 's/.*Test command: \([^ ]*\).*/\1/p' | head -1)
   echo "first crashed test: $crashed ($binary)"
-  step 60 gdb -batch -ex run -ex bt --args "$binary" --gtest_filter="$crashed" > $RES/backtrace.txt 2>&1
-  grep -A25 SIGSEGV $RES/backtrace.txt | head -40
+  if command -v gdb > /dev/null; then
+    step 60 gdb -batch -ex run -ex bt --args "$binary" --gtest_filter="$crashed" > $RES/backtrace.txt 2>&1
+    grep -A25 SIGSEGV $RES/backtrace.txt | head -40
+  else
+    echo "no gdb on this image: no backtrace"
+  fi
 fi
 step 80 $B --device cuda --seed 1 bench attention --min-time 0.2 --json $RES/bench_attention_gpu.json > $RES/bench_attention_gpu.txt 2>&1
 cat $RES/bench_attention_gpu.txt

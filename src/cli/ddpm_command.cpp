@@ -66,7 +66,16 @@ std::string sampler_name(const ddpm::SampleOptions& options) {
 
 void run_train(const TrainCommand& c, const GlobalOptions& global) {
   const data::ImageDataset train_set = data::load_image_dataset(c.dataset, data::ImageSplit::train, c.data_dir);
-  const data::ImageDataset test_set = data::load_image_dataset(c.dataset, data::ImageSplit::test, c.data_dir);
+  // The held-out batch is the training split's last images, never trained on: the test split is
+  // for `ddpm eval`, and choosing how long to train on it would select on it.
+  const int64_t train_count = train_set.images.size(0);
+  if (c.validation_images >= train_count) {
+    throw std::invalid_argument("--validation-images " + std::to_string(c.validation_images) +
+                                " leaves no training images: " + c.dataset + " has " +
+                                std::to_string(train_count));
+  }
+  const torch::Tensor training_images = train_set.images.narrow(0, 0, train_count - c.validation_images);
+  const torch::Tensor held_out_images = train_set.images.narrow(0, train_count - c.validation_images, c.validation_images);
   unet::UNetConfig config = c.unet;
   config.attention = unet::parse_attention(c.attention);
   config.bottleneck_attention = unet::parse_attention(c.bottleneck_attention);
@@ -81,9 +90,7 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
   }();
   ddpm::Model averaged = ddpm::build_model(metadata);  // receives the EMA weights
 
-  const int64_t held_out_count = std::min<int64_t>(c.validation_images, test_set.images.size(0));
-  const ddpm::HeldOutBatch held_out =
-      ddpm::make_held_out_batch(model, test_set.images.narrow(0, 0, held_out_count), /*seed=*/0);
+  const ddpm::HeldOutBatch held_out = ddpm::make_held_out_batch(model, held_out_images, /*seed=*/0);
   int64_t parameters = 0;
   for (const auto& p : model.net->parameters()) parameters += p.numel();
   const bool root = !global.ranks || global.ranks->is_root();
@@ -91,7 +98,7 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
     std::fprintf(stderr,
                  "training a DDPM on %s (%ld images): %ld parameters, %s attention (bottleneck "
                  "%s), %d threads%s\n",
-                 c.dataset.c_str(), static_cast<long>(train_set.images.size(0)),
+                 c.dataset.c_str(), static_cast<long>(training_images.size(0)),
                  static_cast<long>(parameters), c.attention.c_str(), c.bottleneck_attention.c_str(),
                  global.threads,
                  global.ranks ? (", " + std::to_string(global.ranks->size()) + " ranks").c_str() : "");
@@ -99,7 +106,7 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
   ddpm::TrainingOptions training = c.training;
   training.ranks = global.ranks;
   const train::LoopResult result =
-      ddpm::train(model, averaged, train_set.images, training, global.seed, &held_out);
+      ddpm::train(model, averaged, training_images, training, global.seed, &held_out);
   if (!root) return;  // rank 0 writes for the run
   averaged.metadata["trained_steps"] = result.steps_done;
   ddpm::save_model(c.out, averaged);
@@ -228,7 +235,7 @@ void register_ddpm(CLI::App& app, const GlobalOptions& global, Action& action) {
   train->add_option("--batch", t->training.batch, "Batch size")->check(positive())->capture_default_str();
   add_training_loop_options(*train, t->training);
   train->add_option("--validation-images", t->validation_images,
-                    "Test images in the held-out batch whose loss each validation logs")
+                    "Training images held out (the split's last ones, not trained on) whose loss each validation logs")
       ->check(positive())
       ->capture_default_str();
   train->add_option("--out", t->out, "Trained model (EMA weights) to write")

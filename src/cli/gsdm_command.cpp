@@ -296,8 +296,10 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
       test_examples(trained, c.count, c.training_distribution, global.seed);
   const nlohmann::json metrics = gsdm::evaluate(
       trained, examples, c.sampling.sample_options(global.seed + kTestStream), c.batch);
+  const gsdm::DiffusionProcess process = trained.model->config().process;
+  const std::string sampler = c.sampling.sampler_for(process);
   std::printf("%s, %ld examples, %s sampler:\n", model_heading(trained).c_str(),
-              static_cast<long>(c.count), c.sampling.sampler.c_str());
+              static_cast<long>(c.count), sampler.c_str());
   for (const auto& [name, value] : metrics.items()) {
     std::printf("  %-36s %s\n", name.c_str(), value.dump().c_str());
   }
@@ -311,9 +313,11 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
                      {"examples", trained.problem->make_test_examples && !c.training_distribution
                                       ? "test"
                                       : "training distribution"},
-                     {"sampler", c.sampling.sampler},
-                     {"sample_steps", c.sampling.sampler == "ddim" ? c.sampling.steps
-                                                                   : trained.schedule.steps()},
+                     {"diffusion", gsdm::process_name(process)},
+                     {"sampler", sampler},
+                     {"sample_steps", sampler == "ancestral" && process == gsdm::DiffusionProcess::gaussian
+                                          ? trained.schedule.steps()
+                                          : c.sampling.steps},
                      {"eta", c.sampling.eta},
                      {"metrics", metrics}});
   }

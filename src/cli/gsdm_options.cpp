@@ -13,6 +13,9 @@ gsdm::GsdmConfig GsdmModelOptions::config() const {
   config.time_swish = time_path == "swish";
   config.attention = parse_mechanism(attention);
   config.mask.rule = graph::parse_mask_rule(mask);
+  config.process = gsdm::parse_process(process);
+  config.mask_schedule = diffusion::parse_mask_schedule(mask_schedule);
+  config.masked_loss = gsdm::parse_masked_loss(masked_loss);
   return config;
 }
 
@@ -78,6 +81,21 @@ std::vector<CLI::Option*> add_gsdm_model_options(CLI::App& command, GsdmModelOpt
       ->capture_default_str();
   command.add_option("--beta-end", o.schedule.beta_end, "Linear schedule end")
       ->capture_default_str();
+  command
+      .add_option("--diffusion", o.process,
+                  "How discrete variables diffuse: gaussian (one-hot vectors under Gaussian noise, "
+                  "the paper) or masked (absorbing state; continuous variables stay Gaussian)")
+      ->check(CLI::IsMember({"gaussian", "masked"}))
+      ->capture_default_str();
+  command.add_option("--mask-schedule", o.mask_schedule,
+                     "masked: alpha(t) = 1 - t (linear) or cos(pi t / 2) (cosine)")
+      ->check(CLI::IsMember({"linear", "cosine"}))
+      ->capture_default_str();
+  command
+      .add_option("--masked-loss", o.masked_loss,
+                  "masked: elbo (cross-entropy weighted by -alpha'/(1 - alpha)) or unweighted")
+      ->check(CLI::IsMember({"elbo", "unweighted"}))
+      ->capture_default_str();
   return architecture;
 }
 
@@ -87,15 +105,45 @@ gsdm::SampleOptions SamplingOptions::sample_options(uint64_t seed) const {
   o.sampler = gsdm::parse_sampler(sampler);
   o.ddim_steps = steps;
   o.ddim_eta = eta;
+  o.temperature = temperature;
+  o.confidence = gsdm::parse_confidence(confidence);
+  o.unmask_per_step = unmask_per_step;
+  o.remask = remask;
   return o;
 }
 
+std::string SamplingOptions::sampler_for(gsdm::DiffusionProcess process) const {
+  if (!sampler.empty()) return sampler;
+  return process == gsdm::DiffusionProcess::masked ? "adaptive" : "ddim";
+}
+
 void add_sampling_options(CLI::App& command, SamplingOptions& o) {
-  command.add_option("--sampler", o.sampler, "ddim (fast) or ancestral (all T steps)")
-      ->check(CLI::IsMember({"ddim", "ancestral"}))
-      ->capture_default_str();
-  command.add_option("--sample-steps", o.steps, "DDIM steps")
+  command
+      .add_option("--sampler", o.sampler,
+                  "Gaussian models: ddim (fast, their default) or ancestral (all T steps); masked "
+                  "models: adaptive (most confident first, their default) or ancestral (as the "
+                  "schedule unmasks)")
+      ->check(CLI::IsMember({"ddim", "ancestral", "adaptive"}));
+  command.add_option("--sample-steps", o.steps, "DDIM steps, or the masked samplers' steps")
       ->check(positive())
+      ->capture_default_str();
+  command.add_option("--temperature", o.temperature,
+                     "masked: values drawn at this temperature (0: the most probable)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command.add_option("--confidence", o.confidence,
+                     "adaptive: rank by the value's probability or by the top-two margin")
+      ->check(CLI::IsMember({"probability", "margin"}))
+      ->capture_default_str();
+  command.add_option("--unmask-per-step", o.unmask_per_step,
+                     "adaptive: variables decided per step (0: as the schedule spreads them over "
+                     "--sample-steps)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command.add_option("--remask", o.remask,
+                     "masked: each step, up to this many decided variables whose value fell below "
+                     "probability 1/2 return to the mask (0: never)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   command.add_option("--eta", o.eta, "DDIM noise: 0 deterministic, 1 the posterior variance")
       ->check(CLI::Range(0.0, 1.0))

@@ -17,23 +17,30 @@ struct GsdmModelOptions {
   std::string attention_scaling = "inverse-sqrt-dim", output_head = "norm", time_path = "plain";
   diffusion::ScheduleConfig schedule;
   std::string schedule_kind = "linear";
+  std::string process = "gaussian", mask_schedule = "cosine", masked_loss = "elbo";
   gsdm::GsdmConfig config() const;  // with the names parsed
   diffusion::ScheduleConfig schedule_config() const;
 };
 // --dim, --blocks, --heads, --embedding, --norm, --attention-scaling, --output-head, --time-path,
 // --observed-embedding-init, --attention, --mask-rule, --mask-seed,
-// --noise-schedule, --diffusion-steps, --beta-start, --beta-end. Returns the options of the first
+// --noise-schedule, --diffusion-steps, --beta-start, --beta-end, --diffusion, --mask-schedule,
+// --masked-loss. Returns the options of the first
 // four, to tell whether they were given.
 std::vector<CLI::Option*> add_gsdm_model_options(CLI::App& command, GsdmModelOptions& options);
 
 struct SamplingOptions {
-  std::string sampler = "ddim";
+  std::string sampler;  // "": the model's (ddim for Gaussian, adaptive for masked)
   int64_t steps = 50;
   double eta = gsdm::SampleOptions{}.ddim_eta;
+  double temperature = 0;
+  std::string confidence = "probability";
+  int64_t unmask_per_step = 0, remask = 0;
+  // What `sampler` names for a model of this process, for reports.
+  std::string sampler_for(gsdm::DiffusionProcess process) const;
   // One generator for all of a command's sampling, seeded by --seed.
   gsdm::SampleOptions sample_options(uint64_t seed) const;
 };
-// --sampler, --sample-steps, --eta.
+// --sampler, --sample-steps, --eta, --temperature, --confidence, --unmask-per-step, --remask.
 void add_sampling_options(CLI::App& command, SamplingOptions& options);
 
 }  // namespace structdiff::cli

@@ -153,9 +153,12 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
     }
     return puzzles;
   };
-  std::printf("sampler %s%s, seed %lu, puzzles from %s grids (the model was trained on %s grids)\n",
-              c.sampling.sampler.c_str(),
-              c.sampling.sampler == "ddim" ? (" (" + std::to_string(c.sampling.steps) + " steps)").c_str() : "",
+  const gsdm::DiffusionProcess process = trained.model->config().process;
+  const std::string sampler = c.sampling.sampler_for(process);
+  const bool all_steps = sampler == "ancestral" && process == gsdm::DiffusionProcess::gaussian;
+  std::printf("%s diffusion, sampler %s%s, seed %lu, puzzles from %s grids (the model was trained on %s grids)\n",
+              gsdm::process_name(process).c_str(), sampler.c_str(),
+              all_steps ? "" : (" (" + std::to_string(c.sampling.steps) + " steps)").c_str(),
               static_cast<unsigned long>(global.seed), sudoku::grid_family_name(grids).c_str(),
               sudoku::grid_family_name(trained.grids).c_str());
   report("observed 0 (unconditional)", random_puzzles(0));
@@ -174,9 +177,10 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
   if (c.unique && trained.n == 3) report("unique, 25-35 givens", unique_puzzles(25, 35));
   // Diversity: distinct valid solutions among samples for one lightly constrained puzzle.
   const sudoku::Grid puzzle = random_puzzles(trained.n == 3 ? 16 : cells / 5).front();
+  const sudoku::SolveOptions diversity_options = sudoku::repeated_draws(trained, options);
   const std::vector<sudoku::Grid> samples = sudoku::solve(
       trained.model, trained.schedule, std::vector<sudoku::Grid>(c.diversity_samples, puzzle),
-      options);
+      diversity_options);
   std::vector<std::vector<int>> distinct;
   int64_t valid = 0;
   for (const auto& s : samples) {
@@ -184,12 +188,16 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
     ++valid;
     if (std::find(distinct.begin(), distinct.end(), s.cells) == distinct.end()) distinct.push_back(s.cells);
   }
-  std::printf("diversity: %zu distinct among %ld valid of %ld samples for one puzzle\n",
-              distinct.size(), static_cast<long>(valid), static_cast<long>(samples.size()));
+  std::printf("diversity: %zu distinct among %ld valid of %ld samples for one puzzle (temperature %g)\n",
+              distinct.size(), static_cast<long>(valid), static_cast<long>(samples.size()),
+              diversity_options.temperature);
   rows.push_back({{"setting", "diversity"}, {"samples", samples.size()}, {"valid", valid},
-                  {"distinct_valid", distinct.size()}});
+                  {"distinct_valid", distinct.size()}, {"temperature", diversity_options.temperature}});
   // Drawn last, so that the puzzles above stay those of earlier evaluations with the same seed.
-  if (c.unique && trained.n == 3) report("unique, 26-45 givens", unique_puzzles(26, 45));
+  if (c.unique && trained.n == 3) {
+    report("unique, 26-45 givens", unique_puzzles(26, 45));
+    report("unique, 17-25 givens (hard)", unique_puzzles(17, 25));
+  }
   if (!c.json_path.empty()) write_json_file(c.json_path, rows);
 }
 
@@ -224,7 +232,7 @@ void register_sudoku(CLI::App& app, const GlobalOptions& global, Action& action)
       ->check(positive())
       ->capture_default_str();
   eval->add_flag("--unique,!--no-unique", e->unique,
-                 "Also score unique-solution puzzles with 25-35 givens (9x9)")
+                 "Also score unique-solution puzzles with 25-35, 26-45 and 17-25 givens (9x9)")
       ->capture_default_str();
   eval->add_option("--grids", e->grids,
                    "Puzzles from broad or pattern grids (default: what the model was trained on)")

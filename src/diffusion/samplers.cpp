@@ -46,8 +46,10 @@ torch::Tensor finish_step(torch::Tensor x, const SamplerOptions& options, int64_
   return x;
 }
 
-// `count` steps from T-1 down to 0, evenly spaced (rounded to the nearest step); they are
-// distinct because the spacing (T-1)/(count-1) is at least one step when count <= T.
+}  // namespace
+
+// Rounded to the nearest step; distinct because the spacing (T-1)/(count-1) is at least one step
+// when count <= T.
 std::vector<int64_t> ddim_timesteps(int64_t steps, int64_t count) {
   if (count == 1) return {steps - 1};
   std::vector<int64_t> timesteps(count);
@@ -58,7 +60,18 @@ std::vector<int64_t> ddim_timesteps(int64_t steps, int64_t count) {
   return timesteps;
 }
 
-}  // namespace
+torch::Tensor ddim_step(const NoiseSchedule& schedule, const torch::Tensor& x0_hat,
+                        const torch::Tensor& x, const torch::Tensor& t, int64_t step,
+                        int64_t next_step, double eta, const at::Generator& generator) {
+  // The noise consistent with the (possibly clipped) x0_hat, re-scaled to the next step.
+  const torch::Tensor noise_hat = predicted_noise(schedule, Prediction::x0, x0_hat, x, t);
+  const double abar = schedule.alphas_cumprod()[step].item<double>();
+  const double abar_next = schedule.alphas_cumprod()[next_step].item<double>();
+  const double sigma = eta * std::sqrt((1 - abar_next) / (1 - abar) * (1 - abar / abar_next));
+  torch::Tensor next = std::sqrt(abar_next) * x0_hat + std::sqrt(1 - abar_next - sigma * sigma) * noise_hat;
+  if (sigma > 0) next = next + sigma * random::normal(x.sizes(), generator, x.options());
+  return next;
+}
 
 torch::Tensor sample_ancestral(const ModelFn& model, const NoiseSchedule& schedule,
                                torch::Tensor x_T, const SamplerOptions& options) {
@@ -103,16 +116,8 @@ torch::Tensor sample_ddim(const ModelFn& model, const NoiseSchedule& schedule, t
     const torch::Tensor x0_hat = estimate_x0(model, schedule, options, x, t);
     torch::Tensor next = x0_hat;  // after the last step: abar_prev = 1
     if (i + 1 < timesteps.size()) {
-      // The noise consistent with the (possibly clipped) x0_hat, re-scaled to the next step.
-      const torch::Tensor noise_hat = predicted_noise(schedule, Prediction::x0, x0_hat, x, t);
-      const double abar = schedule.alphas_cumprod()[timesteps[i]].item<double>();
-      const double abar_next = schedule.alphas_cumprod()[timesteps[i + 1]].item<double>();
-      const double sigma = options.ddim_eta *
-                           std::sqrt((1 - abar_next) / (1 - abar) * (1 - abar / abar_next));
-      next = std::sqrt(abar_next) * x0_hat + std::sqrt(1 - abar_next - sigma * sigma) * noise_hat;
-      if (sigma > 0) {
-        next = next + sigma * random::normal(x.sizes(), options.generator, x.options());
-      }
+      next = ddim_step(schedule, x0_hat, x, t, timesteps[i], timesteps[i + 1], options.ddim_eta,
+                       options.generator);
     }
     x = finish_step(std::move(next), options, static_cast<int64_t>(i) + 1, num_steps);
   }

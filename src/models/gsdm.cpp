@@ -39,6 +39,26 @@ std::string attention_scaling_name(Scaling scaling) {
   return scaling == Scaling::none ? "none" : "inverse-sqrt-dim";
 }
 
+DiffusionProcess parse_process(const std::string& name) {
+  if (name == "gaussian") return DiffusionProcess::gaussian;
+  if (name == "masked") return DiffusionProcess::masked;
+  throw std::invalid_argument("unknown diffusion process '" + name + "' (known: gaussian, masked)");
+}
+
+std::string process_name(DiffusionProcess process) {
+  return process == DiffusionProcess::masked ? "masked" : "gaussian";
+}
+
+MaskedLoss parse_masked_loss(const std::string& name) {
+  if (name == "elbo") return MaskedLoss::elbo;
+  if (name == "unweighted") return MaskedLoss::unweighted;
+  throw std::invalid_argument("unknown masked loss '" + name + "' (known: elbo, unweighted)");
+}
+
+std::string masked_loss_name(MaskedLoss loss) {
+  return loss == MaskedLoss::elbo ? "elbo" : "unweighted";
+}
+
 namespace {
 const char* embedding_name(EmbeddingKind kind) {
   switch (kind) {
@@ -62,7 +82,12 @@ void to_json(nlohmann::json& j, const GsdmConfig& c) {
        {"observed_embedding_init", c.observed_embedding_init},
        {"attention", mechanism_name(c.attention)},
        {"mask", graph::mask_rule_name(c.mask.rule)},
-       {"mask_seed", c.mask.seed}};
+       {"mask_seed", c.mask.seed},
+       {"process", process_name(c.process)}};
+  if (c.process == DiffusionProcess::masked) {
+    j["mask_schedule"] = diffusion::mask_schedule_name(c.mask_schedule);
+    j["masked_loss"] = masked_loss_name(c.masked_loss);
+  }
 }
 
 void from_json(const nlohmann::json& j, GsdmConfig& c) {
@@ -81,6 +106,10 @@ void from_json(const nlohmann::json& j, GsdmConfig& c) {
   // Model files written before the mask ablations have the standard mask.
   c.mask.rule = graph::parse_mask_rule(j.value("mask", std::string("standard")));
   c.mask.seed = j.value("mask_seed", uint64_t{1});
+  // Model files written before the masked process are Gaussian.
+  c.process = parse_process(j.value("process", std::string("gaussian")));
+  c.mask_schedule = diffusion::parse_mask_schedule(j.value("mask_schedule", std::string("cosine")));
+  c.masked_loss = parse_masked_loss(j.value("masked_loss", std::string("elbo")));
 }
 
 // ---- state layout ------------------------------------------------------------------------------
@@ -363,7 +392,7 @@ void GsdmImpl::use_structure(std::shared_ptr<GsdmStructure> structure) {
 }
 
 torch::Tensor GsdmImpl::forward(const torch::Tensor& x_t, const torch::Tensor& t,
-                                const torch::Tensor& observed) {
+                                const torch::Tensor& observed, bool discrete_logits) {
   if (structure_->device != x_t.device()) structure_->move_to(x_t.device());
   const GsdmStructure& s = *structure_;
   if (x_t.dim() != 2 || x_t.size(1) != s.layout.width) {
@@ -397,7 +426,7 @@ torch::Tensor GsdmImpl::forward(const torch::Tensor& x_t, const torch::Tensor& t
   for (const ArityGroup& group : s.groups) {
     torch::Tensor prediction = output_proj_[group.projection]->as<torch::nn::Linear>()->forward(
         h.index_select(1, group.nodes));
-    if (group.discrete) prediction = torch::softmax(prediction, -1);
+    if (group.discrete && !discrete_logits) prediction = torch::softmax(prediction, -1);
     out = out.index_copy(1, group.entries, prediction.reshape({batch, -1}));
   }
   return out;
@@ -406,12 +435,13 @@ torch::Tensor GsdmImpl::forward(const torch::Tensor& x_t, const torch::Tensor& t
 // ---- diffusion glue ----------------------------------------------------------------------------
 
 diffusion::ModelFn conditioned_model(Gsdm model, torch::Tensor observed_nodes,
-                                     torch::Tensor observed_values) {
+                                     torch::Tensor observed_values, bool discrete_logits) {
   torch::Tensor entries = model->layout().expand_node_mask(observed_nodes);
-  return [model, observed_nodes, observed_values, entries](const torch::Tensor& x_t,
-                                                           const torch::Tensor& t) mutable {
+  return [model, observed_nodes, observed_values, entries, discrete_logits](
+             const torch::Tensor& x_t, const torch::Tensor& t) mutable {
     torch::Tensor input = torch::where(entries, observed_values, x_t);
-    return torch::where(entries, observed_values, model->forward(input, t, observed_nodes));
+    return torch::where(entries, observed_values,
+                        model->forward(input, t, observed_nodes, discrete_logits));
   };
 }
 
@@ -437,6 +467,11 @@ torch::Tensor training_loss(Gsdm model, const diffusion::NoiseSchedule& schedule
     return t.narrow(0, begin, end - begin).to(device);
   };
   const torch::Tensor x0 = rows(x0_in), observed_nodes = rows(observed_nodes_in);
+  if (model->config().process == DiffusionProcess::masked) {
+    return masked_training_loss(conditioned_model(model, observed_nodes, x0, /*discrete_logits=*/true),
+                                *model->structure(), schedule, model->config().mask_schedule,
+                                model->config().masked_loss, x0, observed_nodes, example);
+  }
   torch::Tensor output = conditioned_model(model, observed_nodes, x0)(example.x_t, example.t);
   torch::Tensor latent = (~model->layout().expand_node_mask(observed_nodes)).to(x0.scalar_type());
   return diffusion::diffusion_loss(schedule, diffusion::Prediction::x0, output, example, x0, latent);
@@ -484,9 +519,27 @@ torch::Tensor encode_state(const StateLayout& layout, const graph::GraphicalMode
 }
 
 Sampler parse_sampler(const std::string& name) {
+  if (name.empty()) return Sampler::model_default;
   if (name == "ancestral") return Sampler::ancestral;
   if (name == "ddim") return Sampler::ddim;
-  throw std::invalid_argument("unknown sampler '" + name + "' (ancestral or ddim)");
+  if (name == "adaptive") return Sampler::adaptive;
+  throw std::invalid_argument("unknown sampler '" + name + "' (ancestral, ddim or adaptive)");
+}
+
+std::string sampler_name(Sampler sampler) {
+  switch (sampler) {
+    case Sampler::model_default: return "the model's default";
+    case Sampler::ancestral: return "ancestral";
+    case Sampler::ddim: return "ddim";
+    case Sampler::adaptive: return "adaptive";
+  }
+  return "?";
+}
+
+Confidence parse_confidence(const std::string& name) {
+  if (name == "probability") return Confidence::probability;
+  if (name == "margin") return Confidence::margin;
+  throw std::invalid_argument("unknown confidence '" + name + "' (probability or margin)");
 }
 
 torch::Tensor sample(Gsdm model, const diffusion::NoiseSchedule& schedule,
@@ -501,14 +554,30 @@ torch::Tensor sample(Gsdm model, const diffusion::NoiseSchedule& schedule,
   // every step, so the sampler needs no clamp of its own; latent entries are zeroed so that no
   // value passed for them can reach the network.
   const torch::Tensor observed_entries = model->layout().expand_node_mask(observed_nodes);
-  const diffusion::ModelFn fn = conditioned_model(
-      model, observed_nodes, observed_values * observed_entries.to(observed_values.scalar_type()));
+  const torch::Tensor clean_values =
+      observed_values * observed_entries.to(observed_values.scalar_type());
+  const bool masked = model->config().process == DiffusionProcess::masked;
+  const torch::Tensor noise =
+      random::normal(observed_values.sizes(), options.generator, observed_values.options());
+  if (masked) {
+    SampleOptions masked_options = options;
+    if (masked_options.sampler == Sampler::model_default) masked_options.sampler = Sampler::adaptive;
+    return sample_masked(conditioned_model(model, observed_nodes, clean_values, /*discrete_logits=*/true),
+                         *model->structure(), schedule, model->config().mask_schedule,
+                         observed_nodes, clean_values, noise, masked_options)
+        .to(observed_values_in.device());
+  }
+  if (options.sampler == Sampler::adaptive) {
+    throw std::invalid_argument(
+        "the adaptive sampler unmasks variables: it needs a masked-process model (gsdm train "
+        "--diffusion masked); this one is Gaussian (ddim or ancestral)");
+  }
+  const diffusion::ModelFn fn = conditioned_model(model, observed_nodes, clean_values);
   diffusion::SamplerOptions sampler;
   sampler.prediction = diffusion::Prediction::x0;
   sampler.ddim_eta = options.ddim_eta;
   sampler.progress = options.progress;
   sampler.generator = options.generator;
-  const torch::Tensor noise = random::normal(observed_values.sizes(), options.generator, observed_values.options());
   const torch::Tensor samples =
       options.sampler == Sampler::ancestral
           ? diffusion::sample_ancestral(fn, schedule, noise, sampler)

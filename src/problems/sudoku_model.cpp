@@ -1,5 +1,6 @@
 #include "structdiff/sudoku_model.h"
 
+#include <algorithm>
 #include <chrono>
 #include <numeric>
 #include <stdexcept>
@@ -159,12 +160,20 @@ void save_model(const std::string& path, const TrainedModel& trained) {
 
 namespace structdiff::sudoku {
 
+SolveOptions repeated_draws(const TrainedModel& trained, SolveOptions options) {
+  if (trained.model->config().process == gsdm::DiffusionProcess::masked) {
+    options.temperature = std::max(options.temperature, 1.0);
+  }
+  return options;
+}
+
 std::vector<Attempt> solve_until_valid(const TrainedModel& trained, const std::vector<Grid>& puzzles,
                                        int64_t max_samples, const SolveOptions& options,
                                        int64_t batch) {
   if (max_samples < 1 || batch < 1) {
     throw std::invalid_argument("sudoku: samples per puzzle and batch must be >= 1");
   }
+  const SolveOptions again = repeated_draws(trained, options);
   std::vector<Attempt> attempts(puzzles.size());
   std::vector<size_t> unsolved(puzzles.size());
   std::iota(unsolved.begin(), unsolved.end(), size_t{0});
@@ -179,7 +188,8 @@ std::vector<Attempt> solve_until_valid(const TrainedModel& trained, const std::v
       const size_t last = std::min(owner.size(), first + static_cast<size_t>(batch));
       std::vector<Grid> chunk;
       for (size_t k = first; k < last; ++k) chunk.push_back(puzzles[owner[k]]);
-      const std::vector<Grid> samples = solve(trained.model, trained.schedule, chunk, options);
+      const std::vector<Grid> samples =
+          solve(trained.model, trained.schedule, chunk, round == 1 ? options : again);
       for (size_t k = first; k < last; ++k) {
         Attempt& a = attempts[owner[k]];
         const Grid& sample = samples[k - first];

@@ -1,0 +1,246 @@
+// GSDM's masked (absorbing-state) process: training loss and samplers. A masked discrete variable
+// is an all-zero block of the flat state; continuous variables keep Gaussian noise under the same
+// time step, so one model handles graphs with both kinds.
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "structdiff/gsdm.h"
+#include "structdiff/random.h"
+
+namespace structdiff::gsdm {
+
+namespace {
+
+// t in (0, 1] of 0-based steps: step T-1 is t = 1 (everything masked), and the state after the
+// last sampler step is t = 0.
+torch::Tensor unit_time(const torch::Tensor& steps, int64_t total) {
+  return (steps.to(torch::kDouble) + 1) / static_cast<double>(total);
+}
+
+// (batch, n, width) view of a discrete group's entries.
+torch::Tensor group_blocks(const torch::Tensor& state, const ArityGroup& group) {
+  return state.index_select(1, group.entries).view({state.size(0), group.nodes.size(0), group.width});
+}
+
+torch::Tensor write_group(const torch::Tensor& state, const ArityGroup& group,
+                          const torch::Tensor& blocks) {
+  return state.index_copy(1, group.entries, blocks.reshape({state.size(0), -1}));
+}
+
+// Each entry's rank within its row (0 = first in the order).
+torch::Tensor ranks(const torch::Tensor& scores, bool descending) {
+  const torch::Tensor order = scores.argsort(1, descending);
+  const torch::Tensor positions =
+      torch::arange(order.size(1), order.options()).expand_as(order).contiguous();
+  return torch::empty_like(order).scatter_(1, order, positions);
+}
+
+}  // namespace
+
+torch::Tensor masked_training_loss(const MaskedModelFn& network, const GsdmStructure& structure,
+                                   const diffusion::NoiseSchedule& schedule,
+                                   diffusion::MaskScheduleKind mask_schedule, MaskedLoss loss,
+                                   const torch::Tensor& x0, const torch::Tensor& observed_nodes,
+                                   const diffusion::TrainingExample& example) {
+  const int64_t batch = x0.size(0);
+  const torch::Tensor t = unit_time(example.t, schedule.steps());
+  const torch::Tensor alpha = diffusion::mask_alpha(mask_schedule, t).to(x0.scalar_type());
+  // Each latent discrete variable is masked with probability 1 - alpha(t). The draw comes from
+  // the example's noise (its first entry, through the normal CDF), so that the rows a rank or a
+  // thread computes see what the whole batch's example gives them.
+  torch::Tensor x_t = example.x_t;
+  torch::Tensor masked_groups_loss;
+  std::vector<std::pair<const ArityGroup*, torch::Tensor>> masked_of_group;
+  for (const ArityGroup& group : structure.groups) {
+    if (!group.discrete) continue;
+    const torch::Tensor first = group.entries.view({-1, group.width}).select(1, 0);
+    const torch::Tensor uniform = 0.5 * torch::erfc(-example.noise.index_select(1, first) / std::sqrt(2.0));
+    const torch::Tensor latent = ~observed_nodes.index_select(1, group.nodes);
+    const torch::Tensor masked = latent & (uniform >= alpha.unsqueeze(1));
+    x_t = write_group(x_t, group, group_blocks(x0, group) * (~masked).unsqueeze(-1).to(x0.scalar_type()));
+    masked_of_group.emplace_back(&group, masked);
+  }
+  const torch::Tensor output = network(x_t, example.t);
+  // Continuous latent entries: the Gaussian process's squared x0 error.
+  torch::Tensor continuous_latent = ~structure.layout.expand_node_mask(observed_nodes);
+  for (const auto& [group, masked] : masked_of_group) {
+    continuous_latent = continuous_latent.index_fill(1, group->entries, false);
+  }
+  torch::Tensor per_example =
+      ((output - x0).pow(2) * continuous_latent.to(x0.scalar_type())).reshape({batch, -1}).sum(1);
+  if (masked_of_group.empty()) return per_example.mean();
+  const torch::Tensor weight =
+      loss == MaskedLoss::elbo
+          ? diffusion::mask_elbo_weight(mask_schedule, t).to(x0.scalar_type())
+          : torch::ones({batch}, x0.options());
+  for (const auto& [group, masked] : masked_of_group) {
+    const torch::Tensor log_p = torch::log_softmax(group_blocks(output, *group), -1);
+    const torch::Tensor target = group_blocks(x0, *group).argmax(-1, /*keepdim=*/true);
+    const torch::Tensor cross_entropy = -log_p.gather(-1, target).squeeze(-1);  // (batch, n)
+    per_example = per_example +
+                  weight * (cross_entropy * masked.to(cross_entropy.scalar_type())).sum(1);
+  }
+  return per_example.mean();
+}
+
+torch::Tensor sample_masked(const MaskedModelFn& model, const GsdmStructure& structure,
+                            const diffusion::NoiseSchedule& schedule,
+                            diffusion::MaskScheduleKind mask_schedule,
+                            const torch::Tensor& observed_nodes, const torch::Tensor& observed_values,
+                            const torch::Tensor& noise, const SampleOptions& options) {
+  if (options.sampler != Sampler::ancestral && options.sampler != Sampler::adaptive) {
+    throw std::invalid_argument("a masked-process model samples with ancestral or adaptive, not " +
+                                sampler_name(options.sampler));
+  }
+  if (options.ddim_steps < 1 || options.ddim_steps > schedule.steps()) {
+    throw std::invalid_argument("sample steps must be in [1, " + std::to_string(schedule.steps()) +
+                                "], got " + std::to_string(options.ddim_steps));
+  }
+  if (!(options.temperature >= 0) || !std::isfinite(options.temperature)) {
+    throw std::invalid_argument("the temperature must be finite and >= 0");
+  }
+  if (options.unmask_per_step < 0 || options.remask < 0) {
+    throw std::invalid_argument("unmask-per-step and remask must be >= 0");
+  }
+  torch::NoGradGuard no_grad;
+  const int64_t batch = observed_values.size(0);
+  const torch::Tensor observed_entries = structure.layout.expand_node_mask(observed_nodes);
+  torch::Tensor x = torch::where(observed_entries, observed_values, noise);
+  // Latent discrete variables start masked (all-zero blocks).
+  torch::Tensor masked = torch::zeros_like(observed_nodes);
+  for (const ArityGroup& group : structure.groups) {
+    if (!group.discrete) continue;
+    const torch::Tensor latent = ~observed_nodes.index_select(1, group.nodes);
+    masked = masked.index_copy(1, group.nodes, latent);
+    x = write_group(x, group, group_blocks(x, group) * (~latent).unsqueeze(-1).to(x.scalar_type()));
+  }
+  const torch::Tensor latent_discrete = masked.sum(1);  // (batch,)
+  const int64_t most_latent = latent_discrete.max().item<int64_t>();
+  const bool by_count = options.sampler == Sampler::adaptive && options.unmask_per_step > 0;
+  const int64_t steps =
+      by_count ? std::max<int64_t>(1, (most_latent + options.unmask_per_step - 1) / options.unmask_per_step)
+               : options.ddim_steps;
+  const std::vector<int64_t> grid = diffusion::ddim_timesteps(schedule.steps(), std::min(steps, schedule.steps()));
+  const auto long_options = torch::TensorOptions().dtype(torch::kLong).device(x.device());
+  const auto alpha_at = [&](int64_t step) {
+    return diffusion::mask_alpha(mask_schedule, unit_time(torch::tensor(step), schedule.steps()))
+        .item<double>();
+  };
+  const torch::Tensor latent_nodes = masked.clone();  // latent discrete variables
+  bool continuous = false, discrete = false;
+  for (const ArityGroup& group : structure.groups) {
+    continuous = continuous || !group.discrete;
+    discrete = discrete || group.discrete;
+  }
+  // The network's time: the grid's, which the continuous entries' noise follows; on a graph of
+  // discrete variables only, the time whose alpha is the fraction of latent variables still
+  // decided, whatever order and pace the sampler unmasks at.
+  const auto network_time = [&](int64_t step) {
+    if (continuous) return torch::full({batch}, step, long_options);
+    const torch::Tensor fraction_masked =
+        masked.sum(1).to(torch::kDouble) / latent_discrete.clamp_min(1).to(torch::kDouble);
+    const torch::Tensor time = diffusion::mask_time_of_alpha(mask_schedule, 1 - fraction_masked);
+    const int64_t total = schedule.steps();
+    return (time * total).ceil().sub(1).clamp(0, total - 1).to(torch::kLong);
+  };
+  for (size_t i = 0; i < grid.size(); ++i) {
+    const bool last = i + 1 == grid.size();
+    const torch::Tensor t = network_time(grid[i]);
+    const torch::Tensor output = model(x, t);
+    // Gaussian part: a DDIM step of the continuous entries (the discrete ones are rewritten below
+    // from the state before the step).
+    torch::Tensor next =
+        last || !continuous
+            ? output
+            : diffusion::ddim_step(schedule, output, x, t, grid[i], grid[i + 1], options.ddim_eta,
+                                   options.generator);
+    next = torch::where(observed_entries, observed_values, next);
+    if (!discrete) {
+      x = next;
+      if (options.progress) options.progress(static_cast<int64_t>(i) + 1, static_cast<int64_t>(grid.size()));
+      continue;
+    }
+    // Discrete part: each variable's proposed value, the model's confidence in it, and how
+    // probable each decided variable's value still is (for remasking).
+    torch::Tensor proposal_confidence = torch::full(masked.sizes(), -1.0, x.options());
+    torch::Tensor value_probability = torch::full(masked.sizes(), 2.0, x.options());
+    std::vector<torch::Tensor> proposal(structure.groups.size());
+    for (size_t g = 0; g < structure.groups.size(); ++g) {
+      const ArityGroup& group = structure.groups[g];
+      if (!group.discrete) continue;
+      const torch::Tensor logits = group_blocks(output, group);
+      const torch::Tensor p = torch::softmax(logits, -1);
+      proposal[g] = options.temperature == 0
+                        ? logits.argmax(-1)
+                        : random::categorical(
+                              torch::softmax(logits / options.temperature, -1).view({-1, group.width}),
+                              options.generator)
+                              .view({batch, -1});
+      torch::Tensor confidence;
+      if (options.confidence == Confidence::margin && group.width > 1) {
+        const torch::Tensor top = std::get<0>(p.topk(2, -1));
+        confidence = top.select(-1, 0) - top.select(-1, 1);
+      } else {
+        confidence = p.gather(-1, proposal[g].unsqueeze(-1)).squeeze(-1);
+      }
+      proposal_confidence = proposal_confidence.index_copy(1, group.nodes, confidence);
+      const torch::Tensor value = group_blocks(x, group).argmax(-1, /*keepdim=*/true);
+      value_probability =
+          value_probability.index_copy(1, group.nodes, p.gather(-1, value).squeeze(-1));
+    }
+    if (options.remask > 0 && !last) {
+      const torch::Tensor doubtful = latent_nodes & ~masked & (value_probability < 0.5);
+      const torch::Tensor rank = ranks(torch::where(doubtful, value_probability,
+                                                    torch::full_like(value_probability, 3.0)),
+                                       /*descending=*/false);
+      masked = masked | (doubtful & (rank < options.remask));
+    }
+    // Which masked variables this step decides.
+    torch::Tensor unmask;
+    const torch::Tensor masked_now = masked.sum(1);
+    if (last) {
+      unmask = masked;
+    } else if (options.sampler == Sampler::ancestral) {
+      const double alpha_now = alpha_at(grid[i]), alpha_next = alpha_at(grid[i + 1]);
+      const double probability = (alpha_next - alpha_now) / (1 - alpha_now);
+      unmask = masked & (random::uniform(masked.sizes(), options.generator, x.options()) < probability);
+    } else {
+      // How many stay masked after this step, per example: what the schedule leaves masked at
+      // the next step, or `unmask_per_step` fewer than now.
+      const torch::Tensor keep_masked =
+          by_count ? (masked_now - options.unmask_per_step).clamp_min(0)
+                   : torch::minimum(masked_now, (latent_discrete.to(torch::kDouble) *
+                                                 (1 - alpha_at(grid[i + 1])))
+                                                    .floor()
+                                                    .to(torch::kLong));
+      const torch::Tensor rank = ranks(
+          torch::where(masked, proposal_confidence, torch::full_like(proposal_confidence, -2.0)),
+          /*descending=*/true);
+      unmask = masked & (rank < (masked_now - keep_masked).unsqueeze(1));
+    }
+    masked = masked & ~unmask;
+    // Decided values as one-hot blocks (kept from before the step unless just decided), masked
+    // variables as zeros.
+    for (size_t g = 0; g < structure.groups.size(); ++g) {
+      const ArityGroup& group = structure.groups[g];
+      if (!group.discrete) continue;
+      const torch::Tensor decided_now = unmask.index_select(1, group.nodes).unsqueeze(-1);
+      const torch::Tensor still_masked = masked.index_select(1, group.nodes).unsqueeze(-1);
+      torch::Tensor blocks = torch::where(
+          decided_now, torch::one_hot(proposal[g], group.width).to(x.scalar_type()),
+          group_blocks(x, group));
+      blocks = blocks * (~still_masked).to(x.scalar_type());
+      next = write_group(next, group, blocks);
+    }
+    x = next;
+    if (options.progress) {
+      options.progress(static_cast<int64_t>(i) + 1, static_cast<int64_t>(grid.size()));
+    }
+  }
+  return x;
+}
+
+}  // namespace structdiff::gsdm

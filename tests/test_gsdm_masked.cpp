@@ -1,0 +1,266 @@
+// GSDM's masked (absorbing-state) process: the schedule's ELBO weight, the loss's entropy bound,
+// samplers that keep observed variables and trust a model that knows the answer, and Gaussian
+// variables unchanged bit for bit when a graph has no discrete ones.
+#include <cmath>
+
+#include <gtest/gtest.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include "structdiff/gsdm.h"
+#include "structdiff/mask_schedule.h"
+#include "structdiff/sudoku.h"
+#include "structdiff/sudoku_model.h"
+#include "support/expect_throw.h"
+
+namespace structdiff::gsdm {
+namespace {
+
+using diffusion::MaskScheduleKind;
+
+at::Generator generator(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
+
+GsdmConfig masked_config() {
+  GsdmConfig c;
+  c.dim = 16;
+  c.blocks = 1;
+  c.heads = 2;
+  c.process = DiffusionProcess::masked;
+  return c;
+}
+
+TEST(MaskSchedule, ElboWeightIsMinusAlphaPrimeOverOneMinusAlpha) {
+  for (const MaskScheduleKind kind : {MaskScheduleKind::linear, MaskScheduleKind::cosine}) {
+    for (const double t : {0.01, 0.2, 0.5, 0.8, 0.99}) {
+      const double h = 1e-6;
+      const auto alpha = [&](double at) {
+        return diffusion::mask_alpha(kind, torch::tensor(at, torch::kDouble)).item<double>();
+      };
+      const double derivative = (alpha(t + h) - alpha(t - h)) / (2 * h);
+      const double expected = -derivative / (1 - alpha(t));
+      const double weight =
+          diffusion::mask_elbo_weight(kind, torch::tensor(t, torch::kDouble)).item<double>();
+      EXPECT_NEAR(weight, expected, 1e-6 * expected) << diffusion::mask_schedule_name(kind) << " t " << t;
+    }
+    EXPECT_NEAR(diffusion::mask_alpha(kind, torch::tensor(0.0, torch::kDouble)).item<double>(), 1, 1e-12);
+    EXPECT_NEAR(diffusion::mask_alpha(kind, torch::tensor(1.0, torch::kDouble)).item<double>(), 0, 1e-12);
+  }
+}
+
+TEST(MaskSchedule, TimeOfAlphaInvertsAlpha) {
+  const torch::Tensor t = torch::linspace(0, 1, 11, torch::kDouble);
+  for (const MaskScheduleKind kind : {MaskScheduleKind::linear, MaskScheduleKind::cosine}) {
+    EXPECT_TRUE(torch::allclose(diffusion::mask_time_of_alpha(kind, diffusion::mask_alpha(kind, t)), t,
+                                1e-9, 1e-7));
+  }
+  EXPECT_THROW_WITH(diffusion::parse_mask_schedule("sqrt"), std::invalid_argument,
+                    "unknown mask schedule 'sqrt' (known: linear, cosine)");
+}
+
+// n independent uniform K-way variables: a model that predicts the true distribution (uniform
+// logits) has the ELBO n log K, the data's entropy, under either schedule.
+TEST(MaskedLoss, TrueDistributionMeetsTheEntropyBound) {
+  const int64_t n = 4, k = 5, batch = 20000;
+  graph::GraphicalModel graph;
+  graph.add_array("v", {n}, graph::VariableType::discrete, k);
+  const Gsdm model(graph, masked_config());
+  const diffusion::NoiseSchedule schedule{diffusion::ScheduleConfig{}};
+  torch::manual_seed(3);
+  const torch::Tensor x0 = torch::one_hot(torch::randint(k, {batch, n}), k).to(torch::kFloat).view({batch, -1});
+  const torch::Tensor observed = torch::zeros({batch, n}, torch::kBool);
+  const MaskedModelFn uniform = [](const torch::Tensor& x_t, const torch::Tensor&) {
+    return torch::zeros_like(x_t);
+  };
+  for (const MaskScheduleKind kind : {MaskScheduleKind::linear, MaskScheduleKind::cosine}) {
+    const diffusion::TrainingExample example =
+        diffusion::make_training_example(schedule, x0, /*antithetic=*/true, generator(1));
+    const double loss = masked_training_loss(uniform, *model->structure(), schedule, kind,
+                                             MaskedLoss::elbo, x0, observed, example)
+                            .item<double>();
+    EXPECT_NEAR(loss, n * std::log(static_cast<double>(k)), 0.03 * n * std::log(k))
+        << diffusion::mask_schedule_name(kind);
+  }
+  // Observed variables are never masked, so they carry no loss.
+  const diffusion::TrainingExample example =
+      diffusion::make_training_example(schedule, x0, true, generator(1));
+  EXPECT_EQ(masked_training_loss(uniform, *model->structure(), schedule, MaskScheduleKind::linear,
+                                 MaskedLoss::elbo, x0, torch::ones({batch, n}, torch::kBool), example)
+                .item<double>(),
+            0.0);
+}
+
+std::vector<sudoku::Grid> puzzles_4x4(int count, int givens, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<sudoku::Grid> puzzles;
+  for (int i = 0; i < count; ++i) {
+    puzzles.push_back(sudoku::observe_random_cells(sudoku::generate_solution(2, rng), givens, rng));
+  }
+  return puzzles;
+}
+
+TEST(MaskedSamplers, ObservedVariablesNeverChangeAndEveryLatentOneIsDecided) {
+  torch::manual_seed(0);
+  const graph::GraphicalModel graph = sudoku::graphical_model(2);
+  const Gsdm model(graph, masked_config());
+  const diffusion::NoiseSchedule schedule{diffusion::ScheduleConfig{}};
+  const std::vector<sudoku::Grid> puzzles = puzzles_4x4(6, 7, 1);
+  struct Case {
+    Sampler sampler;
+    Confidence confidence;
+    double temperature;
+    int64_t unmask_per_step, remask;
+  };
+  for (const Case& c : {Case{Sampler::ancestral, Confidence::probability, 1.0, 0, 0},
+                        Case{Sampler::adaptive, Confidence::probability, 0.0, 0, 0},
+                        Case{Sampler::adaptive, Confidence::margin, 0.5, 0, 0},
+                        Case{Sampler::adaptive, Confidence::probability, 0.0, 1, 0},
+                        Case{Sampler::adaptive, Confidence::probability, 1.0, 2, 3},
+                        Case{Sampler::model_default, Confidence::probability, 0.0, 0, 2}}) {
+    SampleOptions options;
+    options.sampler = c.sampler;
+    options.confidence = c.confidence;
+    options.temperature = c.temperature;
+    options.unmask_per_step = c.unmask_per_step;
+    options.remask = c.remask;
+    options.ddim_steps = 5;
+    options.generator = generator(2);
+    const torch::Tensor state = sample(model, schedule, sudoku::observed_mask(puzzles),
+                                       sudoku::encode(puzzles), options);
+    // Every cell one value: a one-hot block (no mask left).
+    EXPECT_TRUE(torch::equal(state.view({6, 16, 4}).sum(-1), torch::ones({6, 16})));
+    const std::vector<sudoku::Grid> solved = sudoku::decode(state, 2);
+    for (size_t p = 0; p < puzzles.size(); ++p) {
+      for (int cell = 0; cell < 16; ++cell) {
+        if (puzzles[p].cells[cell] != sudoku::kBlank) {
+          EXPECT_EQ(solved[p].cells[cell], puzzles[p].cells[cell])
+              << sampler_name(c.sampler) << " puzzle " << p << " cell " << cell;
+        }
+      }
+    }
+  }
+}
+
+TEST(MaskedSamplers, AModelThatKnowsTheAnswerIsSolvedInOnePass) {
+  torch::manual_seed(0);
+  const graph::GraphicalModel graph = sudoku::graphical_model(2);
+  const Gsdm model(graph, masked_config());
+  const diffusion::NoiseSchedule schedule{diffusion::ScheduleConfig{}};
+  std::mt19937_64 rng(4);
+  std::vector<sudoku::Grid> solutions, puzzles;
+  for (int i = 0; i < 3; ++i) {
+    solutions.push_back(sudoku::generate_solution(2, rng));
+    puzzles.push_back(sudoku::observe_random_cells(solutions.back(), 4, rng));
+  }
+  const torch::Tensor answer = sudoku::encode(solutions);
+  int calls = 0;
+  const MaskedModelFn knows = [&](const torch::Tensor&, const torch::Tensor&) {
+    ++calls;
+    return answer * 20;  // logits: the answer's value far ahead of the others
+  };
+  SampleOptions options;
+  options.sampler = Sampler::adaptive;
+  options.ddim_steps = 1;
+  options.generator = generator(1);
+  const torch::Tensor observed = sudoku::observed_mask(puzzles);
+  const torch::Tensor state =
+      sample_masked(knows, *model->structure(), schedule, MaskScheduleKind::cosine, observed,
+                    sudoku::encode(puzzles), torch::zeros_like(answer), options);
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(torch::equal(state, answer));
+  // Unmasking one variable a step, it still follows the model to the answer.
+  options.unmask_per_step = 1;
+  calls = 0;
+  EXPECT_TRUE(torch::equal(sample_masked(knows, *model->structure(), schedule,
+                                         MaskScheduleKind::linear, observed, sudoku::encode(puzzles),
+                                         torch::zeros_like(answer), options),
+                           answer));
+  EXPECT_EQ(calls, 12);  // 16 cells, 4 given
+}
+
+TEST(MaskedSamplers, RefuseTheGaussianProcessesSamplersAndBadOptions) {
+  const graph::GraphicalModel graph = sudoku::graphical_model(2);
+  const Gsdm masked(graph, masked_config());
+  GsdmConfig gaussian_config = masked_config();
+  gaussian_config.process = DiffusionProcess::gaussian;
+  const Gsdm gaussian(graph, gaussian_config);
+  const diffusion::NoiseSchedule schedule{diffusion::ScheduleConfig{}};
+  const std::vector<sudoku::Grid> puzzles = puzzles_4x4(1, 4, 1);
+  SampleOptions options;
+  options.generator = generator(1);
+  options.sampler = Sampler::ddim;
+  EXPECT_THROW_WITH(sample(masked, schedule, sudoku::observed_mask(puzzles), sudoku::encode(puzzles), options),
+                    std::invalid_argument, "samples with ancestral or adaptive, not ddim");
+  options.sampler = Sampler::adaptive;
+  EXPECT_THROW_WITH(sample(gaussian, schedule, sudoku::observed_mask(puzzles), sudoku::encode(puzzles), options),
+                    std::invalid_argument, "needs a masked-process model");
+  options.temperature = std::nan("");
+  EXPECT_THROW_WITH(sample(masked, schedule, sudoku::observed_mask(puzzles), sudoku::encode(puzzles), options),
+                    std::invalid_argument, "temperature must be finite and >= 0");
+}
+
+// A graph of continuous variables only: the masked process is the Gaussian one, bit for bit.
+TEST(MaskedProcess, WithoutDiscreteVariablesGaussianBehaviourIsKeptBitForBit) {
+  graph::GraphicalModel graph;
+  graph.add_array("x", {3}, graph::VariableType::continuous);
+  graph.add_array("y", {2}, graph::VariableType::continuous);
+  graph.add_edge({"x", {0}}, {"y", {0}});
+  graph.add_edge({"x", {2}}, {"y", {1}});
+  GsdmConfig gaussian_config = masked_config();
+  gaussian_config.process = DiffusionProcess::gaussian;
+  torch::manual_seed(5);
+  const Gsdm gaussian(graph, gaussian_config);
+  torch::manual_seed(5);
+  const Gsdm masked(graph, masked_config());
+  const diffusion::NoiseSchedule schedule{diffusion::ScheduleConfig{}};
+  const torch::Tensor x0 = torch::randn({8, 5});
+  const torch::Tensor observed = torch::rand({8, 5}) < 0.3;
+  EXPECT_TRUE(torch::equal(training_loss(gaussian, schedule, x0, observed, generator(7)),
+                           training_loss(masked, schedule, x0, observed, generator(7))));
+  for (const double eta : {0.0, 1.0}) {
+    SampleOptions options;
+    options.ddim_steps = 10;
+    options.ddim_eta = eta;
+    options.generator = generator(9);
+    const torch::Tensor from_gaussian = sample(gaussian, schedule, observed, x0, options);
+    options.generator = generator(9);
+    options.sampler = Sampler::ancestral;  // the masked process's ancestral sampler, DDIM grid
+    const torch::Tensor from_masked = sample(masked, schedule, observed, x0, options);
+    EXPECT_TRUE(torch::equal(from_gaussian, from_masked)) << "eta " << eta;
+  }
+}
+
+TEST(MaskedSamplers, RepeatedDrawsOfAPuzzleAreDrawnAtTemperatureOne) {
+  for (const DiffusionProcess process : {DiffusionProcess::masked, DiffusionProcess::gaussian}) {
+    GsdmConfig config = masked_config();
+    config.process = process;
+    sudoku::TrainedModel trained;
+    trained.n = 2;
+    trained.model = Gsdm(sudoku::graphical_model(2), config);
+    SampleOptions options;
+    options.temperature = 0;
+    EXPECT_EQ(sudoku::repeated_draws(trained, options).temperature,
+              process == DiffusionProcess::masked ? 1.0 : 0.0);
+    options.temperature = 1.5;
+    EXPECT_EQ(sudoku::repeated_draws(trained, options).temperature, 1.5);
+  }
+}
+
+TEST(MaskedProcess, TheModelFileRecordsTheProcess) {
+  GsdmConfig config = masked_config();
+  config.mask_schedule = MaskScheduleKind::linear;
+  config.masked_loss = MaskedLoss::unweighted;
+  const GsdmConfig back = nlohmann::json(config).get<GsdmConfig>();
+  EXPECT_EQ(back.process, DiffusionProcess::masked);
+  EXPECT_EQ(back.mask_schedule, MaskScheduleKind::linear);
+  EXPECT_EQ(back.masked_loss, MaskedLoss::unweighted);
+  nlohmann::json old = nlohmann::json(GsdmConfig{});
+  old.erase("process");
+  EXPECT_EQ(old.get<GsdmConfig>().process, DiffusionProcess::gaussian);  // files from before
+  nlohmann::json bad = nlohmann::json(config);
+  bad["process"] = "absorbing";
+  EXPECT_THROW_WITH(bad.get<GsdmConfig>(), std::invalid_argument,
+                    "unknown diffusion process 'absorbing' (known: gaussian, masked)");
+}
+
+}  // namespace
+}  // namespace structdiff::gsdm
