@@ -129,6 +129,31 @@ TEST(CitationDatasets, CommittedCopiesHaveThePublishedSizes) {
   }
 }
 
+// The authors' split of Cora (seed 123), as PyTorch 2.15's torch.randperm draws it in their
+// class_rand_splits (the indices and sums below came from that Python code on data/planetoid/cora).
+TEST(CitationDatasets, TheAuthorsSplitIsTheirCodesDraw) {
+  const NodeDataset cora = read_planetoid_directory(std::string(STRUCTDIFF_SOURCE_DIR) + "/" +
+                                                    kPlanetoidDirectory + "/cora");
+  const Split split = class_random_split(cora.labels, 20, 500, 1000, 123);
+  ASSERT_EQ(split.train.size(0), 140);
+  ASSERT_EQ(split.valid.size(0), 500);
+  ASSERT_EQ(split.test.size(0), 1000);
+  EXPECT_TRUE(split.train.narrow(0, 0, 6).equal(torch::tensor({1332, 1923, 2136, 530, 1110, 88})));
+  EXPECT_TRUE(split.valid.narrow(0, 0, 6).equal(torch::tensor({2333, 2163, 2135, 864, 1688, 911})));
+  EXPECT_TRUE(split.test.narrow(0, 0, 6).equal(torch::tensor({1554, 243, 430, 1657, 2203, 522})));
+  EXPECT_EQ(split.train.sum().item<int64_t>(), 196831);
+  EXPECT_EQ(split.valid.sum().item<int64_t>(), 663716);
+  EXPECT_EQ(split.test.sum().item<int64_t>(), 1339962);
+  EXPECT_THROW_WITH(class_random_split(cora.labels, 20, 2000, 1000, 123), std::invalid_argument,
+                    "2568 unlabelled nodes are fewer than 2000 for validation and 1000 for testing");
+}
+
+TEST(CitationDatasets, RowNormalisedFeaturesSumToOneOrStayZero) {
+  const torch::Tensor features = torch::tensor({{1.0f, 1.0f, 0.0f, 2.0f}, {0.0f, 0.0f, 0.0f, 0.0f}});
+  EXPECT_TRUE(row_normalized(features).equal(
+      torch::tensor({{0.25f, 0.25f, 0.0f, 0.5f}, {0.0f, 0.0f, 0.0f, 0.0f}})));
+}
+
 TEST(Planetoid, ErrorsNameFileAndLine) {
   TemporaryDirectory dir;
   write_text(dir.file("features.txt"), "1 0\n0 1\n");

@@ -15,8 +15,11 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <fstream>
+
 #include "structdiff/treebank.h"
 #include "support/expect_throw.h"
+#include "support/temporary_files.h"
 
 namespace structdiff::data {
 namespace {
@@ -564,6 +567,79 @@ TEST(Treebank, BadOptionsAreRejectedByName) {
       },
       "min_words..max_words");
   EXPECT_THROW_WITH(treebank_category_name(kTreebankCategories), std::invalid_argument, "category");
+}
+
+// ---- CoNLL-U ---------------------------------------------------------------------------------
+
+// Two sentences: the first with a multi-word token (2-3 "du" = "de le") and an empty node (3.1).
+const char* const kConllu =
+    "# sent_id = 1\n"
+    "# text = Il parle du chat.\n"
+    "1\tIl\til\tPRON\t_\t_\t2\tnsubj\t_\t_\n"
+    "2-3\tdu\t_\t_\t_\t_\t_\t_\t_\t_\n"
+    "2\tde\tde\tADP\t_\t_\t4\tcase\t_\t_\n"
+    "3\tle\tle\tDET\t_\t_\t4\tdet\t_\t_\n"
+    "3.1\tparle\t_\tVERB\t_\t_\t_\t_\t0:root\t_\n"
+    "4\tchat\tchat\tNOUN\t_\t_\t0\troot\t_\t_\n"
+    "\n"
+    "1\tOui\toui\tINTJ\t_\t_\t0\troot\t_\t_\r\n"
+    "2\t.\t.\tPUNCT\t_\t_\t1\tpunct\t_\t_\n";
+
+TEST(Conllu, ReadsSyntacticWordsAndSkipsRangesAndEmptyNodes) {
+  const std::vector<ConlluSentence> sentences = parse_conllu(kConllu, "mini.conllu");
+  ASSERT_EQ(sentences.size(), 2u);
+  EXPECT_EQ(sentences[0].forms, (std::vector<std::string>{"Il", "de", "le", "chat"}));
+  EXPECT_EQ(sentences[0].heads, (std::vector<int64_t>{2, 4, 4, 0}));
+  EXPECT_EQ(universal_pos_tags()[sentences[0].upos[1]], "ADP");
+  EXPECT_EQ(sentences[1].forms, (std::vector<std::string>{"Oui", "."}));  // no blank line at the end
+  EXPECT_EQ(sentences[1].heads, (std::vector<int64_t>{0, 1}));
+}
+
+TEST(Conllu, MalformedLinesAreNamed) {
+  const std::string word = "1\tA\ta\tNOUN\t_\t_\t0\troot\t_\t_\n";
+  EXPECT_THROW_WITH(parse_conllu("1\tA\ta\tNOUN\n", "x.conllu"), std::runtime_error,
+                    "x.conllu line 1: 4 tab-separated fields, CoNLL-U has 10");
+  EXPECT_THROW_WITH(parse_conllu(word + "3\tB\tb\tNOUN\t_\t_\t1\tdep\t_\t_\n", "x.conllu"),
+                    std::runtime_error, "x.conllu line 2: word ID 3 where 2 comes next");
+  EXPECT_THROW_WITH(parse_conllu("1\tA\ta\tNOUN\t_\t_\t_\troot\t_\t_\n", "x.conllu"),
+                    std::runtime_error, "x.conllu line 1: HEAD '_' is not a whole number");
+  EXPECT_THROW_WITH(parse_conllu("1\tA\ta\tNN\t_\t_\t0\troot\t_\t_\n", "x.conllu"),
+                    std::runtime_error, "'NN' is not a universal POS tag");
+  EXPECT_THROW_WITH(parse_conllu(word + "2\tB\tb\tNOUN\t_\t_\t7\tdep\t_\t_\n", "x.conllu"),
+                    std::runtime_error, "x.conllu line 1: word 2's head 7 is past the sentence's 2 words");
+  EXPECT_THROW_WITH(parse_conllu(word + "2\tB\tb\tNOUN\t_\t_\t0\troot\t_\t_\n", "x.conllu"),
+                    std::runtime_error, "not one tree under the root");
+}
+
+TEST(Conllu, ATreebankDirectoryHasATrainingVocabularyAndUnknownWords) {
+  TemporaryDirectory dir;
+  std::ofstream(dir.path() + "/train.conllu") << kConllu;
+  std::ofstream(dir.path() + "/dev.conllu") << "1\tchien\t_\tNOUN\t_\t_\t0\troot\t_\t_\n";
+  std::ofstream(dir.path() + "/test.conllu") << "1\tchat\t_\tNOUN\t_\t_\t0\troot\t_\t_\n";
+  const Treebank bank = read_ud_treebank(dir.path());
+  EXPECT_EQ(bank.vocabulary.size(), 3u + 6u);  // <pad> <root> <unk>, then six training forms
+  ASSERT_EQ(bank.train.size(), 2u);
+  EXPECT_EQ(bank.vocabulary[bank.train[0].words[3]], "chat");
+  EXPECT_EQ(bank.dev[0].words, std::vector<int64_t>{kTreebankUnknown});
+  EXPECT_EQ(bank.test[0].words, std::vector<int64_t>{bank.train[0].words[3]});
+  std::filesystem::remove(dir.path() + "/test.conllu");
+  EXPECT_THROW_WITH(read_ud_treebank(dir.path()), std::runtime_error,
+                    "no test.conllu or test.conllu.gz");
+}
+
+// The committed treebanks (data/ud/README.md) read whole, with their published sizes.
+TEST(Conllu, TheCommittedTreebanksHaveThePublishedSizes) {
+  struct Expected {
+    const char* name;
+    size_t train, dev, test;
+  };
+  for (const Expected& e : {Expected{"af_afribooms", 1315, 194, 425}, Expected{"en_partut", 1781, 156, 153},
+                            Expected{"hu_szeged", 910, 441, 449}, Expected{"te_mtg", 1051, 131, 146}}) {
+    const Treebank bank = read_ud_treebank(std::string(STRUCTDIFF_SOURCE_DIR) + "/data/ud/" + e.name);
+    EXPECT_EQ(bank.train.size(), e.train) << e.name;
+    EXPECT_EQ(bank.dev.size(), e.dev) << e.name;
+    EXPECT_EQ(bank.test.size(), e.test) << e.name;
+  }
 }
 
 }  // namespace

@@ -43,6 +43,19 @@ struct Split {
 Split semi_supervised_split(const torch::Tensor& labels, int64_t num_classes, int64_t per_class,
                             int64_t valid, uint64_t seed, int64_t test = 0);
 
+// The DIFFormer authors' split (qitianwu/DIFFormer, data_utils.py class_rand_splits): for each
+// class in ascending label order, its nodes in index order are permuted by torch.randperm and
+// the first `per_class` labelled; the rest of all classes, concatenated, is permuted once more
+// and its first `valid` nodes validate, the next `test` test. The permutations come from one
+// torch generator seeded with `seed` (the authors' main.py: torch.manual_seed(123), their first
+// split used for every run). Throws std::invalid_argument for counts < 1 or too few nodes.
+Split class_random_split(const torch::Tensor& labels, int64_t per_class, int64_t valid,
+                         int64_t test, uint64_t seed);
+
+// Each row divided by its sum (rows summing to less than 1, e.g. all-zero ones, by 1): PyTorch
+// Geometric's NormalizeFeatures, which the DIFFormer authors apply to the citation graphs.
+torch::Tensor row_normalized(const torch::Tensor& features);
+
 // ---- contextual stochastic block model ---------------------------------------------------------
 
 struct CsbmOptions {
@@ -75,6 +88,9 @@ inline const std::vector<std::string> kCitationDatasets = {"cora", "citeseer"};
 // file's dimensions. Checks the magic number, the dimensions, truncation (of the data or of the
 // gzip stream) and trailing bytes.
 torch::Tensor read_idx(const std::string& path);
+// The whole text of a plain or gzip-compressed file, up to 1 GiB; throws std::runtime_error
+// naming the path for a directory, an unreadable file, corrupt or truncated gzip data, or more.
+std::string read_possibly_compressed_text(const std::string& path);
 
 inline const char* const kFashionMnistDirectory = "/usr/share/datasets/fashion-mnist";
 // `pool_size` Fashion-MNIST training images (a multiple of 10), the same number of each class,

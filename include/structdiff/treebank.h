@@ -41,6 +41,7 @@ namespace structdiff::data {
 
 constexpr int64_t kTreebankPad = 0;   // vocabulary id 0: padding, never a word
 constexpr int64_t kTreebankRoot = 1;  // vocabulary id 1: reserved for a root token, never a word
+constexpr int64_t kTreebankUnknown = 2;  // read_ud_treebank: a dev or test form unseen in training
 
 // The hidden categories (Sentence::categories holds these values). Names, as to_conllu writes
 // them in the UPOS column: VI VT VD N PRON D A P ADV CONJ REL PUNCT.
@@ -186,5 +187,29 @@ struct TreebankStatistics {
 // Shares are 0 when their denominator is 0. Reads the forms' ambiguity from bank.lexicon.
 TreebankStatistics treebank_statistics(const Treebank& bank,
                                        const std::vector<Sentence>& sentences);
+
+// ---- Universal Dependencies (CoNLL-U) ---------------------------------------------------------
+
+// The 17 universal POS tags, in the order of their indices in ConlluSentence::upos.
+const std::vector<std::string>& universal_pos_tags();
+
+// One sentence's syntactic words: multi-word token lines (ID 3-4) and empty nodes (ID 5.1) are
+// skipped, as the basic tree has neither.
+struct ConlluSentence {
+  std::vector<std::string> forms;
+  std::vector<int64_t> heads;  // heads[i] in 0..n is the head of word i + 1; 0 = root
+  std::vector<int64_t> upos;   // index into universal_pos_tags()
+};
+// Throws std::runtime_error naming `source` and the line for a line without 10 tab-separated
+// fields, word IDs out of sequence, a HEAD that is not a number or past the sentence, a tag that
+// is not a universal POS tag, or heads that are not one tree under the root.
+std::vector<ConlluSentence> parse_conllu(const std::string& text, const std::string& source);
+
+// DIR/{train,dev,test}.conllu, each plain or gzip-compressed (.conllu.gz), as a Treebank: the
+// vocabulary holds the training split's forms (after <pad>, <root>, <unk>), dev and test forms
+// unseen in training read as kTreebankUnknown, categories are universal POS indices, and lexicon
+// and pp_preference are empty. Throws std::runtime_error for a missing split, an empty one, or a
+// malformed file (parse_conllu).
+Treebank read_ud_treebank(const std::string& directory);
 
 }  // namespace structdiff::data

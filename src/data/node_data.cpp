@@ -107,6 +107,42 @@ AttentionPattern knn_graph(const torch::Tensor& features, int64_t k) {
 
 // ---- splits ------------------------------------------------------------------------------------
 
+torch::Tensor row_normalized(const torch::Tensor& features) {
+  return features / features.sum(-1, /*keepdim=*/true).clamp_min(1);
+}
+
+Split class_random_split(const torch::Tensor& labels, int64_t per_class, int64_t valid,
+                         int64_t test, uint64_t seed) {
+  if (labels.dim() != 1) throw std::invalid_argument("class_random_split: labels must be 1-D");
+  if (per_class < 1 || valid < 1 || test < 1) {
+    throw std::invalid_argument("class_random_split: labelled nodes per class, validation and test "
+                                "counts must be >= 1");
+  }
+  at::Generator generator = seeded_generator(seed);
+  const torch::Tensor nodes = torch::arange(labels.size(0));
+  std::vector<int64_t> train, rest;
+  for (const int64_t c : to_vector(std::get<0>(torch::_unique(labels, /*sorted=*/true)))) {
+    const torch::Tensor of_class = nodes.index({labels == c});
+    const std::vector<int64_t> drawn =
+        to_vector(of_class.index({torch::randperm(of_class.size(0), generator)}));
+    if (static_cast<int64_t>(drawn.size()) < per_class) {
+      throw std::invalid_argument("class_random_split: class " + std::to_string(c) + " has " +
+                                  std::to_string(drawn.size()) + " nodes, fewer than " +
+                                  std::to_string(per_class));
+    }
+    train.insert(train.end(), drawn.begin(), drawn.begin() + per_class);
+    rest.insert(rest.end(), drawn.begin() + per_class, drawn.end());
+  }
+  const int64_t unlabelled = static_cast<int64_t>(rest.size());
+  if (unlabelled < valid + test) {
+    throw std::invalid_argument("class_random_split: " + std::to_string(unlabelled) +
+                                " unlabelled nodes are fewer than " + std::to_string(valid) +
+                                " for validation and " + std::to_string(test) + " for testing");
+  }
+  const torch::Tensor shuffled = torch::tensor(rest).index({torch::randperm(unlabelled, generator)});
+  return {torch::tensor(train), shuffled.narrow(0, 0, valid), shuffled.narrow(0, valid, test)};
+}
+
 Split semi_supervised_split(const torch::Tensor& labels, int64_t num_classes, int64_t per_class,
                             int64_t valid, uint64_t seed, int64_t test) {
   if (labels.dim() != 1) throw std::invalid_argument("semi_supervised_split: labels must be 1-D");

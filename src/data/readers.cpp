@@ -80,22 +80,10 @@ std::string hex_bytes(const uint8_t* bytes, size_t count) {
 // ---- plain text --------------------------------------------------------------------------------
 
 // Calls `handle(line_number, tokens)` for every line that is not blank or a '#' comment. The file
-// may be gzip-compressed; its text is read whole, up to kMaxTextBytes.
-constexpr size_t kMaxTextBytes = size_t{1} << 30;
+// may be gzip-compressed.
 void for_each_record(const std::string& path,
                      const std::function<void(int64_t, const std::vector<std::string>&)>& handle) {
-  GzipFile file(path);
-  std::string text;
-  for (size_t got = 1; got > 0;) {
-    const size_t at = text.size();
-    text.resize(at + (size_t{1} << 20));
-    got = file.read(reinterpret_cast<uint8_t*>(text.data() + at), text.size() - at);
-    text.resize(at + got);
-    if (text.size() > kMaxTextBytes) {
-      throw file_error(path, "more than " + std::to_string(kMaxTextBytes >> 20) + " MiB of text");
-    }
-  }
-  std::istringstream in(text);
+  std::istringstream in(read_possibly_compressed_text(path));
   int64_t line_number = 0;
   for (std::string line; std::getline(in, line);) {
     ++line_number;
@@ -136,6 +124,23 @@ int64_t parse_index(const std::string& token, const std::string& where) {
 }
 
 }  // namespace
+
+std::string read_possibly_compressed_text(const std::string& path) {
+  constexpr size_t kMaxTextBytes = size_t{1} << 30;
+  if (std::filesystem::is_directory(path)) throw file_error(path, "is a directory, not a file");
+  GzipFile file(path);
+  std::string text;
+  for (size_t got = 1; got > 0;) {
+    const size_t at = text.size();
+    text.resize(at + (size_t{1} << 20));
+    got = file.read(reinterpret_cast<uint8_t*>(text.data() + at), text.size() - at);
+    text.resize(at + got);
+    if (text.size() > kMaxTextBytes) {
+      throw file_error(path, "more than " + std::to_string(kMaxTextBytes >> 20) + " MiB of text");
+    }
+  }
+  return text;
+}
 
 torch::Tensor read_idx(const std::string& path) {
   GzipFile file(path);
