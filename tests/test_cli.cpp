@@ -623,6 +623,37 @@ TEST(Cli, NonFiniteLossStopsWithoutWritingTheModel) {
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
+// The output policy (issue 43): an output that is an input, two outputs on one file, or an output
+// that is not a regular file are refused before any work (exit 2), and the files stay as they were.
+TEST(Cli, OutputsNeverReplaceInputsEachOtherOrSpecialFiles) {
+  const std::string model = temp_path("policy-model.pt");
+  std::filesystem::copy_file(std::string(STRUCTDIFF_SOURCE_DIR) + "/models/gsdm-sorting5.pt", model,
+                             std::filesystem::copy_options::overwrite_existing);
+  const auto size = std::filesystem::file_size(model);
+  const std::string same_spelled_otherwise =
+      std::filesystem::path(model).parent_path().string() + "/./policy-model.pt";
+  struct Case {
+    std::string args, message;
+  };
+  for (const Case& c : {
+           Case{"export --model " + model + " --out " + same_spelled_otherwise,
+                "--out " + same_spelled_otherwise + " is also the input --model: writing it would destroy what the command reads"},
+           Case{"--threads 1 gsdm eval --model " + model + " --count 2 --json " + model,
+                "--json " + model + " is also the input --model"},
+           Case{"--threads 1 gsdm train --problem sorting --size 3 --train-steps 1 --log " +
+                    temp_path("policy.out") + " --out " + temp_path("policy.out"),
+                "--log and --out both name " + temp_path("policy.out") + ": one output would overwrite the other"},
+           Case{"export --model " + model + " --out /dev/null",
+                "--out /dev/null exists and is not a regular file; outputs replace regular files only"}}) {
+    const Result r = run(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.output;
+    EXPECT_EQ(line_count(r.output), 1) << r.output;
+    EXPECT_TRUE(contains(r.output, c.message)) << r.output;
+  }
+  EXPECT_EQ(std::filesystem::file_size(model), size);
+  EXPECT_FALSE(std::filesystem::exists(temp_path("policy.out")));
+}
+
 TEST(Cli, ModelFilesOfAnotherKindOrTruncatedAreNamed) {
   const std::string models = std::string(STRUCTDIFF_SOURCE_DIR) + "/models/";
   Result r = run("sudoku solve --model " + models + "ddpm-fashion-mnist.pt ................");

@@ -1,4 +1,5 @@
 #include "cli/command.h"
+#include "cli/output_policy.h"
 
 #include <unistd.h>
 
@@ -114,7 +115,7 @@ CLI::Validator writable_file() {
         }
         return "";
       },
-      "FILE (written)");
+      "FILE (written)", kOutputValidatorName);
 }
 
 namespace {

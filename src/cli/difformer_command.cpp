@@ -135,10 +135,10 @@ difformer::Diffusivity diffusivity_of(const TrainCommand& c) {
   return difformer::Diffusivity::full_attention;
 }
 
-std::string model_name(const TrainCommand& c) {
+std::string model_name(const TrainCommand& c, const difformer::DIFFormerOptions& network) {
   std::string name = c.model;
   if (c.model == "difformer") name += c.kernel == "simple" ? "-s" : "-a";
-  return c.network.use_graph ? name + "+graph" : name;
+  return network.use_graph ? name + "+graph" : name;
 }
 
 // Fashion-MNIST has no graph: a kNN graph over the pixels stands in where the model reads one.
@@ -200,7 +200,7 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
   const data::NodeDataset dataset = load_dataset(c, difformer::needs_graph(network), seed);
   network.input_dim = dataset.features.size(1);
   network.num_classes = dataset.num_classes;
-  const std::string name = model_name(c);
+  const std::string name = model_name(c, network);
   const double homophily = data::edge_homophily(dataset.graph, dataset.labels);
   std::printf("%s: %ld nodes, %ld features, %ld classes, %ld undirected edges (homophily %.3f)\n",
               dataset.name.c_str(), static_cast<long>(dataset.num_nodes()),

@@ -21,6 +21,7 @@
 #include <torch/torch.h>
 
 #include "cli/command.h"
+#include "cli/output_policy.h"
 #include "structdiff/device.h"
 #include "structdiff/ranks.h"
 #include "structdiff/runtime.h"
@@ -236,6 +237,10 @@ int run_command_line(int argc, char** argv, bool check_only) {
   } catch (const std::exception& e) {
     // An option's own parser (e.g. --size's) rejected its value: a usage error too.
     std::cerr << "structdiff: error: " << e.what() << " (run with --help for usage)\n";
+    return 2;
+  }
+  if (const std::string conflict = cli::output_conflict(app); !conflict.empty()) {
+    std::cerr << "structdiff: error: " << conflict << " (run with --help for usage)\n";
     return 2;
   }
   global.device = parse_device(device);
