@@ -426,6 +426,28 @@ TEST(Cli, SudokuSolveStopsAtTheFirstValidSample) {
   EXPECT_TRUE(contains(r.output, "valid solution (1 of 1 samples drawn valid")) << r.output;
 }
 
+// A masked-process model: trained and recorded by the same commands, sampled by its own default
+// (adaptive); the Gaussian model refuses the masked sampler, and the masked one DDIM.
+TEST_F(SudokuCli, MaskedDiffusionTrainsEvaluatesAndRefusesTheOtherProcessesSamplers) {
+  const std::string masked = temp_path("tiny_masked4.pt");
+  Result r = run("sudoku train --size 4 --dim 16 --blocks 1 --heads 2 --train-steps 2 --diffusion "
+                 "masked --out " + masked);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run("--threads 1 sudoku eval --model " + masked + " --count 2 --no-unique --diversity-samples 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "masked diffusion, sampler adaptive (50 steps)")) << r.output;
+  EXPECT_TRUE(contains(r.output, "(temperature 1)")) << r.output;
+  r = run("sudoku solve --model " + model_ + " --sampler adaptive ................");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.output, "needs a masked-process model")) << r.output;
+  r = run("sudoku solve --model " + masked + " --sampler ddim ................");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.output, "samples with ancestral or adaptive, not ddim")) << r.output;
+  r = run("sudoku train --size 4 --diffusion absorbing --out " + masked);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.output, "--diffusion: absorbing not in {gaussian,masked}")) << r.output;
+}
+
 TEST_F(SudokuCli, TheGenericGsdmEvalReadsSudokuModels) {
   const Result r = run("gsdm eval --model " + model_ + " --count 2 --sample-steps 2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
