@@ -435,7 +435,7 @@ TEST_F(SudokuCli, MaskedDiffusionTrainsEvaluatesAndRefusesTheOtherProcessesSampl
   ASSERT_EQ(r.exit_code, 0) << r.output;
   r = run("--threads 1 sudoku eval --model " + masked + " --count 2 --no-unique --diversity-samples 2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "masked diffusion, sampler adaptive (50 steps)")) << r.output;
+  EXPECT_TRUE(contains(r.output, "masked diffusion, sampler adaptive (1 variable(s) per step)")) << r.output;
   EXPECT_TRUE(contains(r.output, "(temperature 1)")) << r.output;
   r = run("sudoku solve --model " + model_ + " --sampler adaptive ................");
   EXPECT_EQ(r.exit_code, 1);
@@ -1002,7 +1002,7 @@ TEST(Cli, UnnBadInputIsNamed) {
       {"unn eval --model " + model + " --iterations 3 --data-dir " + mnist_dir(),
        "has weights for 2 iterations, asked for 3"},
       {"unn generate --model " + model + " --class 10 --out " + grid, "--class"},
-      {"unn generate --model " + std::string(STRUCTDIFF_SOURCE_DIR) + "/models/sudoku9.pt --out " + grid,
+      {"unn generate --model " + std::string(STRUCTDIFF_SOURCE_DIR) + "/models/sudoku9-gaussian.pt --out " + grid,
        "holds a model of kind 'sudoku', not 'unn-conv'"},
       {"unn eval --model " + model + " --data-dir " + temp_path("nowhere"), "nowhere"},
   };
@@ -1078,7 +1078,7 @@ TEST(Cli, TracformerBadInputIsNamed) {
       {"tracformer eval --model " + model + " --text " + text + " --query-set 0:0.5/0.4:0.6",
        "context and target ranges overlap"},
       {"tracformer eval --model " + std::string(STRUCTDIFF_SOURCE_DIR) +
-           "/models/sudoku9.pt --text " + text, "holds a model of kind 'sudoku', not 'tracformer'"},
+           "/models/sudoku9-gaussian.pt --text " + text, "holds a model of kind 'sudoku', not 'tracformer'"},
   };
   for (const Case& c : use) {
     Result r = run(c.args);

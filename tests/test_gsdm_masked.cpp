@@ -159,6 +159,7 @@ TEST(MaskedSamplers, AModelThatKnowsTheAnswerIsSolvedInOnePass) {
   };
   SampleOptions options;
   options.sampler = Sampler::adaptive;
+  options.unmask_per_step = 0;  // the schedule's pace: everything in the one step
   options.ddim_steps = 1;
   options.generator = generator(1);
   const torch::Tensor observed = sudoku::observed_mask(puzzles);

@@ -33,7 +33,8 @@ TEST(ShippedModels, EveryFileIsAKnownKindOfModelFile) {
       {"classifier-mnist.pt", "classifier"},
       {"ddpm-fashion-mnist.pt", "ddpm"},
       {"gsdm-sorting5.pt", "gsdm"},
-      {"sudoku9.pt", "sudoku"},
+      {"sudoku9-gaussian.pt", "sudoku"},
+      {"sudoku9.pt", "gsdm"},
       {"tracformer-kjv.pt", "tracformer"},
       {"unn-mnist.pt", "unn-conv"}};
   std::vector<std::string> found;

@@ -21,7 +21,7 @@ def shipped(name):
 
 
 @pytest.mark.parametrize("name, kind", [
-    ("sudoku9.pt", "sudoku"), ("gsdm-sorting5.pt", "gsdm"), ("ddpm-fashion-mnist.pt", "ddpm"),
+    ("sudoku9.pt", "sudoku"), ("sudoku9-gaussian.pt", "sudoku"), ("gsdm-sorting5.pt", "gsdm"), ("ddpm-fashion-mnist.pt", "ddpm"),
     ("tracformer-kjv.pt", "tracformer"), ("unn-mnist.pt", "unn-conv"),
     ("classifier-mnist.pt", "classifier"),
 ])

@@ -112,6 +112,15 @@ gsdm::SampleOptions SamplingOptions::sample_options(uint64_t seed) const {
   return o;
 }
 
+std::string SamplingOptions::pace(gsdm::DiffusionProcess process) const {
+  const std::string name = sampler_for(process);
+  if (name == "ancestral" && process == gsdm::DiffusionProcess::gaussian) return "";
+  if (name == "adaptive" && unmask_per_step > 0) {
+    return " (" + std::to_string(unmask_per_step) + " variable(s) per step)";
+  }
+  return " (" + std::to_string(steps) + " steps)";
+}
+
 std::string SamplingOptions::sampler_for(gsdm::DiffusionProcess process) const {
   if (!sampler.empty()) return sampler;
   return process == gsdm::DiffusionProcess::masked ? "adaptive" : "ddim";
@@ -137,7 +146,7 @@ void add_sampling_options(CLI::App& command, SamplingOptions& o) {
       ->capture_default_str();
   command.add_option("--unmask-per-step", o.unmask_per_step,
                      "adaptive: variables decided per step (0: as the schedule spreads them over "
-                     "--sample-steps)")
+                     "--sample-steps, which then sets the pace)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   command.add_option("--remask", o.remask,

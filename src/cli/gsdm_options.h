@@ -34,9 +34,11 @@ struct SamplingOptions {
   double eta = gsdm::SampleOptions{}.ddim_eta;
   double temperature = 0;
   std::string confidence = "probability";
-  int64_t unmask_per_step = 0, remask = 0;
+  int64_t unmask_per_step = gsdm::SampleOptions{}.unmask_per_step, remask = 0;
   // What `sampler` names for a model of this process, for reports.
   std::string sampler_for(gsdm::DiffusionProcess process) const;
+  // " (50 steps)", " (1 variable(s) per step)" or "" (the Gaussian ancestral chain's T steps).
+  std::string pace(gsdm::DiffusionProcess process) const;
   // One generator for all of a command's sampling, seeded by --seed.
   gsdm::SampleOptions sample_options(uint64_t seed) const;
 };

@@ -155,10 +155,8 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
   };
   const gsdm::DiffusionProcess process = trained.model->config().process;
   const std::string sampler = c.sampling.sampler_for(process);
-  const bool all_steps = sampler == "ancestral" && process == gsdm::DiffusionProcess::gaussian;
   std::printf("%s diffusion, sampler %s%s, seed %lu, puzzles from %s grids (the model was trained on %s grids)\n",
-              gsdm::process_name(process).c_str(), sampler.c_str(),
-              all_steps ? "" : (" (" + std::to_string(c.sampling.steps) + " steps)").c_str(),
+              gsdm::process_name(process).c_str(), sampler.c_str(), c.sampling.pace(process).c_str(),
               static_cast<unsigned long>(global.seed), sudoku::grid_family_name(grids).c_str(),
               sudoku::grid_family_name(trained.grids).c_str());
   report("observed 0 (unconditional)", random_puzzles(0));
