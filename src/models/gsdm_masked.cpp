@@ -117,7 +117,8 @@ torch::Tensor sample_masked(const MaskedModelFn& model, const GsdmStructure& str
     masked = masked.index_copy(1, group.nodes, latent);
     x = write_group(x, group, group_blocks(x, group) * (~latent).unsqueeze(-1).to(x.scalar_type()));
   }
-  const torch::Tensor latent_discrete = masked.sum(1);  // (batch,)
+  const torch::Tensor latent_nodes = masked.clone();  // latent discrete variables
+  const torch::Tensor latent_discrete = latent_nodes.sum(1);  // (batch,)
   const int64_t most_latent = latent_discrete.max().item<int64_t>();
   const bool by_count = options.sampler == Sampler::adaptive && options.unmask_per_step > 0;
   const int64_t steps =
@@ -129,7 +130,6 @@ torch::Tensor sample_masked(const MaskedModelFn& model, const GsdmStructure& str
     return diffusion::mask_alpha(mask_schedule, unit_time(torch::tensor(step), schedule.steps()))
         .item<double>();
   };
-  const torch::Tensor latent_nodes = masked.clone();  // latent discrete variables
   bool continuous = false, discrete = false;
   for (const ArityGroup& group : structure.groups) {
     continuous = continuous || !group.discrete;
@@ -166,6 +166,7 @@ torch::Tensor sample_masked(const MaskedModelFn& model, const GsdmStructure& str
     // Discrete part: each variable's proposed value, the model's confidence in it, and how
     // probable each decided variable's value still is (for remasking).
     torch::Tensor proposal_confidence = torch::full(masked.sizes(), -1.0, x.options());
+    const bool remasking = options.remask > 0 && !last;
     torch::Tensor value_probability = torch::full(masked.sizes(), 2.0, x.options());
     std::vector<torch::Tensor> proposal(structure.groups.size());
     for (size_t g = 0; g < structure.groups.size(); ++g) {
@@ -187,11 +188,13 @@ torch::Tensor sample_masked(const MaskedModelFn& model, const GsdmStructure& str
         confidence = p.gather(-1, proposal[g].unsqueeze(-1)).squeeze(-1);
       }
       proposal_confidence = proposal_confidence.index_copy(1, group.nodes, confidence);
-      const torch::Tensor value = group_blocks(x, group).argmax(-1, /*keepdim=*/true);
-      value_probability =
-          value_probability.index_copy(1, group.nodes, p.gather(-1, value).squeeze(-1));
+      if (remasking) {
+        const torch::Tensor value = group_blocks(x, group).argmax(-1, /*keepdim=*/true);
+        value_probability =
+            value_probability.index_copy(1, group.nodes, p.gather(-1, value).squeeze(-1));
+      }
     }
-    if (options.remask > 0 && !last) {
+    if (remasking) {
       const torch::Tensor doubtful = latent_nodes & ~masked & (value_probability < 0.5);
       const torch::Tensor rank = ranks(torch::where(doubtful, value_probability,
                                                     torch::full_like(value_probability, 3.0)),
