@@ -1089,3 +1089,131 @@ TEST(Cli, TracformerBadInputIsNamed) {
 }
 
 }  // namespace
+
+// A committed UD treebank end to end (Telugu MTG, the smallest): the parser reads words and
+// characters, the model file names the treebank, and eval reads it again from data/ud.
+TEST(Cli, UnnParsesACommittedUdTreebank) {
+  const std::string parser = temp_path("ud.pt"), json = temp_path("ud.json");
+  const std::string root = "cd " + std::string(STRUCTDIFF_SOURCE_DIR) + " && " + STRUCTDIFF_BINARY;
+  Result r = run_shell(root + " unn train --task parse --treebank te_mtg --train-steps 2 "
+                              "--validate-every 2 --out " + parser + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "UD treebank te_mtg: 1051 train, 131 dev, 146 test sentences"))
+      << r.output;
+  r = run_shell(root + " unn eval --model " + parser + " --energy-images 2 --json " + json + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json result = nlohmann::json::parse(std::ifstream(json));
+  EXPECT_EQ(result.at("treebank").get<std::string>(), "te_mtg");
+  EXPECT_EQ(result.at("sentences").get<int64_t>(), 146);
+  EXPECT_EQ(result.at("words").get<int64_t>(), 721);
+  EXPECT_EQ(result.at("trained").at("min_training_words").get<int64_t>(), 5);
+  // From elsewhere, --data-dir names the treebank's directory.
+  r = run("unn eval --model " + parser + " --data-dir " + std::string(STRUCTDIFF_SOURCE_DIR) +
+          "/data/ud/te_mtg");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"unn train --task parse --treebank en_ewt --out " + parser,
+       "en_ewt not in {af_afribooms,en_partut,hu_szeged,te_mtg}"},
+      {"unn train --task parse --treebank te_mtg --control --out " + parser,
+       "--control applies to the synthetic treebank only"},
+      {"unn train --task mnist-conv --treebank te_mtg --out " + parser,
+       "--treebank applies to the parse task only"},
+      {"unn eval --model " + parser + " --data-dir " + temp_path("nowhere"), "nowhere"},
+  };
+  for (const Case& c : cases) {
+    r = run(c.args);
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_EQ(line_count(r.output), 1) << c.args << ": " << r.output;
+    EXPECT_TRUE(contains(r.output, c.message)) << c.args << ": " << r.output;
+  }
+}
+
+// The value vocabulary, generated from the CLI's own option table: every floating-point option of
+// every command refuses NaN and -inf (and inf unless it says "or inf"), every unsigned option and
+// every integer one without a domain of its own refuses -1, and every numeric option refuses a
+// word, each as a one-line usage error (exit 2) at parse time. A new option is covered the day it
+// is added.
+TEST(ValueDomains, EveryNumericOptionOfEveryCommandRefusesHostileValues) {
+  const Result listed = run("--list-value-options");
+  ASSERT_EQ(listed.exit_code, 0) << listed.output;
+  const std::string lines = temp_path("hostile-values");
+  std::ofstream out(lines);
+  int floats = 0, counts = 0;
+  std::istringstream table(listed.output);
+  for (std::string row; std::getline(table, row);) {
+    std::vector<std::string> fields;
+    std::istringstream columns(row);
+    for (std::string field; std::getline(columns, field, '\t');) fields.push_back(field);
+    fields.resize(4);
+    const std::string& type = fields[2];
+    std::string prefix;
+    std::istringstream command(fields[0]);
+    for (std::string word; command >> word;) prefix += word + "\x1f";
+    prefix += fields[1] + "\x1f";
+    std::vector<std::string> values;
+    if (type == "FLOAT") {
+      ++floats;
+      values = {"nan", "-inf", "abc"};
+      if (!contains(fields[3], "or inf")) values.push_back("inf");
+    } else if (type == "UINT" || (type == "INT" && fields[3].empty())) {
+      ++counts;
+      values = {"-1", "abc"};
+    } else if (type == "INT") {
+      values = {"abc"};
+    }
+    for (const std::string& value : values) out << prefix << value << "\n";
+  }
+  out.close();
+  EXPECT_GT(floats, 50);
+  EXPECT_GT(counts, 50);
+  const Result r = run("--refused-lines " + lines);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(contains(r.output, "NOT REFUSED")) << r.output;
+}
+
+TEST(ValueDomains, MessagesNameTheValueAndHelpShowsTheRealDefault) {
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"--seed -1 pattern --workload sudoku9", "--seed: must be >= 0, got -1"},
+      {"--rank-timeout inf pattern --workload sudoku9", "must be > 0 and finite, got inf"},
+      {"difformer train --weight-decay -1", "must be >= 0 and finite, got -1"},
+      {"difformer train --weight-decay nan", "must be >= 0 and finite, got nan"},
+      {"tracformer train --dropout nan", "must be a finite number, got nan"},
+      {"sudoku train --clip -inf --out x.pt", "must be > 0 (or inf), got -inf"},
+      {"bogus", "unknown command 'bogus' for 'structdiff'; the commands are bench, pattern"},
+  };
+  for (const Case& c : cases) {
+    const Result r = run("--dry-run " + c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << ": " << r.output;
+    EXPECT_EQ(line_count(r.output), 1) << c.args << ": " << r.output;
+    EXPECT_TRUE(contains(r.output, c.message)) << c.args << ": " << r.output;
+  }
+  EXPECT_EQ(run("--dry-run sudoku train --clip inf --out " + temp_path("clip.pt")).exit_code, 0);
+  EXPECT_TRUE(contains(run("tracformer train --help").output, "--lr-decay TEXT:{constant,cosine}=cosine"))
+      << run("tracformer train --help").output;
+}
+
+// A classifier scores only images of the dataset it was trained on, and is checked before any
+// output is written: the old grid survives a refused run.
+TEST(Cli, ClassifiersScoreOnlyTheirOwnDataset) {
+  const std::string models = std::string(STRUCTDIFF_SOURCE_DIR) + "/models/";
+  Result r = run("ddpm eval --model " + models + "ddpm-fashion-mnist.pt --classifier " + models +
+                 "classifier-mnist.pt --count 2 --sample-steps 2");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(line_count(r.output), 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "classifier-mnist.pt classifies mnist images; these are "
+                                 "fashion-mnist")) << r.output;
+  const std::string grid = temp_path("kept.png");
+  std::ofstream(grid) << "old grid";
+  r = run("unn generate --model " + models + "unn-mnist.pt --classifier " + models +
+          "classifier-fashion-mnist.pt --out " + grid);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "classifies fashion-mnist images; these are mnist")) << r.output;
+  std::ifstream kept(grid);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "old grid");
+}

@@ -80,7 +80,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Script{"tracformer_experiments.sh", "--train-steps 2 --seeds 1 --crops 2"},
                       Script{"tracformer_experiments.sh",
                              "--train-steps 600 --equal-time tf-car --seeds 1 --crops 2"},
-                      Script{"unn_experiments.sh", "--cells \"a1 a2-k2 a3-k2 a4-k2\""}),
+                      Script{"unn_experiments.sh", "--cells \"a1 a2-k2 a3-k2 a4-k2\""},
+                      Script{"unn_ud_table4.sh", "--treebanks \"te_mtg en_partut\" --iterations \"1 2\""}),
     [](const ::testing::TestParamInfo<Script>& info) {
       std::string name = info.param.name.substr(0, info.param.name.find('.'));
       for (char& c : name) {

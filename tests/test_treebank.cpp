@@ -621,10 +621,27 @@ TEST(Conllu, ATreebankDirectoryHasATrainingVocabularyAndUnknownWords) {
   ASSERT_EQ(bank.train.size(), 2u);
   EXPECT_EQ(bank.vocabulary[bank.train[0].words[3]], "chat");
   EXPECT_EQ(bank.dev[0].words, std::vector<int64_t>{kTreebankUnknown});
+  EXPECT_EQ(bank.dev[0].forms, std::vector<std::string>{"chien"});  // for a character encoder
   EXPECT_EQ(bank.test[0].words, std::vector<int64_t>{bank.train[0].words[3]});
   std::filesystem::remove(dir.path() + "/test.conllu");
   EXPECT_THROW_WITH(read_ud_treebank(dir.path()), std::runtime_error,
                     "no test.conllu or test.conllu.gz");
+}
+
+// Characters are each form's UTF-8 bytes + 1, cut at kWordBytes; only banks with forms have them.
+TEST(Conllu, BatchesCarryTheFormsBytes) {
+  std::vector<Sentence> sentences(1);
+  sentences[0].words = {3, 4};
+  sentences[0].heads = {0, 1};
+  sentences[0].categories = {0, 0};
+  EXPECT_FALSE(make_batch(sentences, {0}).characters.defined());
+  sentences[0].forms = {"\xc3\xa9", std::string(20, 'a')};
+  const torch::Tensor characters = make_batch(sentences, {0}).characters;
+  ASSERT_EQ(characters.sizes(), (std::vector<int64_t>{1, 2, kWordBytes}));
+  EXPECT_EQ(characters[0][0][0].item<int64_t>(), 0xc3 + 1);
+  EXPECT_EQ(characters[0][0][1].item<int64_t>(), 0xa9 + 1);
+  EXPECT_EQ(characters[0][0][2].item<int64_t>(), 0);
+  EXPECT_EQ(characters[0][1].sum().item<int64_t>(), kWordBytes * ('a' + 1));
 }
 
 // The committed treebanks (data/ud/README.md) read whole, with their published sizes.
@@ -640,6 +657,8 @@ TEST(Conllu, TheCommittedTreebanksHaveThePublishedSizes) {
     EXPECT_EQ(bank.dev.size(), e.dev) << e.name;
     EXPECT_EQ(bank.test.size(), e.test) << e.name;
   }
+  EXPECT_EQ(committed_ud_treebanks(),
+            (std::vector<std::string>{"af_afribooms", "en_partut", "hu_szeged", "te_mtg"}));
 }
 
 }  // namespace

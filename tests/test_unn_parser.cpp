@@ -54,7 +54,7 @@ TEST(UnnParser, OneIterationIsTheBiaffineScorer) {
   model->to(torch::kDouble);
   model->eval();
   const data::TreebankBatch batch = first(bank.dev, 4);
-  const unn::InferenceResult result = model->parse(batch.words, batch.lengths, 1);
+  const unn::InferenceResult result = model->parse(batch, 1);
   EXPECT_EQ(result.updates.at(0), (std::vector<std::string>{"H", "M", "Y"}));
   unn::Graph& g = model->network()->graph();
   const torch::Tensor wh = g->factors()[0]->as<unn::LinearFactorImpl>()->weight;
@@ -81,7 +81,7 @@ TEST(UnnParser, IterationsNeverRaiseTheEnergy) {
     model->network()->graph()->factors()[2]->as<unn::BiaffineFactorImpl>()->weight.normal_(0, 0.3);
   }
   const data::TreebankBatch batch = first(bank.dev, 3);
-  const unn::InferenceResult result = model->parse(batch.words, batch.lengths, 3, nullptr, true);
+  const unn::InferenceResult result = model->parse(batch, 3, nullptr, true);
   const std::vector<double>& energy = result.energy;
   ASSERT_EQ(energy.size(), 10u);
   for (size_t i = 1; i < energy.size(); ++i) {
@@ -90,7 +90,7 @@ TEST(UnnParser, IterationsNeverRaiseTheEnergy) {
   }
   config.jacobi = true;
   unn::UnnParser jacobi(config);
-  EXPECT_EQ(jacobi->parse(batch.words, batch.lengths, 2).updates.at(1),
+  EXPECT_EQ(jacobi->parse(batch, 2).updates.at(1),
             (std::vector<std::string>{"H", "M", "Y"}));
 }
 
@@ -145,13 +145,70 @@ TEST(UnnParser, ModelFileRoundTripAndBadInput) {
   expect_identical(*model, *loaded);
   unn::ParserConfig config = small_config(bank, 0);
   EXPECT_THROW_WITH(unn::UnnParser{config}, std::invalid_argument, "iterations must be in 1..64");
-  const data::TreebankBatch batch = first(bank.dev, 2);
-  EXPECT_THROW_WITH(model->parse(batch.words, batch.lengths * 0, 1), std::invalid_argument,
+  data::TreebankBatch batch = first(bank.dev, 2);
+  batch.lengths = batch.lengths * 0;
+  EXPECT_THROW_WITH(model->parse(batch, 1), std::invalid_argument,
                     "sentence lengths must be in 1..the padded width");
-  EXPECT_THROW_WITH(
-      model->parse(torch::full({1, 3}, 100000, torch::kLong), torch::full({1}, 3, torch::kLong), 1),
-      std::invalid_argument, "word ids must be in 0..");
-  EXPECT_THROW_WITH(
-      model->parse(torch::full({1, 30}, 2, torch::kLong), torch::full({1}, 30, torch::kLong), 1),
-      std::invalid_argument, "words must be (batch, at most 20)");
+  const auto words = [](int64_t width, int64_t id) {
+    data::TreebankBatch b;
+    b.words = torch::full({1, width}, id, torch::kLong);
+    b.lengths = torch::full({1}, width, torch::kLong);
+    return b;
+  };
+  EXPECT_THROW_WITH(model->parse(words(3, 100000), 1), std::invalid_argument,
+                    "word ids must be in 0..");
+  EXPECT_THROW_WITH(model->parse(words(30, 2), 1), std::invalid_argument,
+                    "words must be (batch, at most 20)");
+  config = small_config(bank, 1);
+  config.character_embedding = 4;
+  unn::UnnParser reads_characters(config);
+  EXPECT_THROW_WITH(reads_characters->parse(words(3, 2), 1), std::invalid_argument,
+                    "this parser reads characters: the batch needs the sentences' forms");
+  unn::ParserTraining options;
+  options.min_words = 21;
+  EXPECT_THROW_WITH(unn::train_parser(model, bank, options), std::invalid_argument,
+                    "training needs dev sentences and training sentences of 21..20 words");
+  options.min_words = 1;
+  options.word_dropout = 1;
+  EXPECT_THROW_WITH(unn::train_parser(model, bank, options), std::invalid_argument,
+                    "word dropout must be in [0, 1), got 1");
+}
+
+// A sentence's arc scores depend neither on what it is batched with nor on the model's padded
+// width: the LSTM reads each sentence packed, so its backward direction starts at the sentence's
+// own last word, not at padding.
+TEST(UnnParser, ArcScoresDoNotDependOnTheBatchsPadding) {
+  std::vector<data::Sentence> sentences(2);
+  sentences[0].words = {3, 4, 5};
+  sentences[0].heads = {2, 0, 2};
+  sentences[0].forms = {"a", "bb", "\xc3\xa9t\xc3\xa9"};
+  sentences[1].words = {3, 4, 5, 6, 7, 8, 9};
+  sentences[1].heads = {2, 0, 2, 3, 4, 5, 6};
+  sentences[1].forms = {"a", "bb", "c", "d", "e", "f", "averyveryverylongword"};
+  for (auto& s : sentences) s.categories.assign(s.words.size(), 0);
+  unn::ParserConfig config;
+  config.vocabulary = 10;
+  config.max_words = 8;
+  config.embedding = 6;
+  config.character_embedding = 4;
+  config.character_filters = 5;
+  config.lstm_hidden = 5;
+  config.arc_features = 4;
+  unn::UnnParser model(config);
+  config.max_words = 12;
+  unn::UnnParser wider(config);
+  {
+    torch::NoGradGuard no_grad;
+    const auto from = model->named_parameters();
+    for (auto& p : wider->named_parameters()) p.value().copy_(from[p.key()]);
+  }
+  for (unn::UnnParser* m : {&model, &wider}) {
+    (*m)->to(torch::kDouble);
+    (*m)->eval();
+  }
+  const torch::Tensor alone = model->parse(data::make_batch(sentences, {0}), 2).preactivation.at("Y");
+  const torch::Tensor together =
+      wider->parse(data::make_batch(sentences, {0, 1}), 2).preactivation.at("Y");
+  EXPECT_TRUE(torch::allclose(alone[0].narrow(0, 0, 4).narrow(1, 0, 3),
+                              together[0].narrow(0, 0, 4).narrow(1, 0, 3), 1e-12, 1e-12));
 }

@@ -78,8 +78,10 @@ double frechet_distance(const torch::Tensor& features_a, const torch::Tensor& fe
 // train::save_checkpoint, atomically; adds "architecture": "lenet5".
 void save_classifier(const std::string& path, Classifier& model, const nlohmann::json& metadata);
 // Loads a classifier saved by save_classifier, in eval mode, leaving libtorch's default
-// generator as it was. Throws std::runtime_error naming the path when the
-// file is missing, damaged or not a classifier.
-Classifier load_classifier(const std::string& path);
+// generator as it was. Throws std::runtime_error naming the path when the file is missing,
+// damaged or not a classifier, and std::invalid_argument when `images` is not empty and the
+// classifier was trained on another dataset than the images it is to score ("mnist",
+// "fashion-mnist"; files that do not say are taken at their word).
+Classifier load_classifier(const std::string& path, const std::string& images = "");
 
 }  // namespace structdiff::eval

@@ -102,6 +102,9 @@ struct Sentence {
   std::vector<int64_t> words;       // vocabulary ids, each >= 2
   std::vector<int64_t> heads;       // heads[i] in 0..n is the head of word i + 1; 0 = root
   std::vector<int64_t> categories;  // TreebankCategory of each word
+  // Surface forms, read_ud_treebank only (empty for the synthetic bank): what a character
+  // encoder reads, including forms that `words` holds as kTreebankUnknown.
+  std::vector<std::string> forms;
   int64_t size() const { return static_cast<int64_t>(words.size()); }
 };
 
@@ -151,7 +154,11 @@ struct TreebankBatch {
   torch::Tensor heads;       // (B, n) int64 in 0..length, 0 at padding
   torch::Tensor lengths;     // (B) int64
   torch::Tensor categories;  // (B, n) int64, -1 at padding
+  // (B, n, kWordBytes) int64: each form's first kWordBytes UTF-8 bytes as byte + 1, 0 after its
+  // end and at padding; undefined unless every sentence of the batch has forms.
+  torch::Tensor characters;
 };
+constexpr int64_t kWordBytes = 16;
 // Throws std::invalid_argument for empty indices or an index outside the sentences.
 TreebankBatch make_batch(const std::vector<Sentence>& sentences,
                          const std::vector<int64_t>& indices);
@@ -211,5 +218,10 @@ std::vector<ConlluSentence> parse_conllu(const std::string& text, const std::str
 // and pp_preference are empty. Throws std::runtime_error for a missing split, an empty one, or a
 // malformed file (parse_conllu).
 Treebank read_ud_treebank(const std::string& directory);
+
+// The committed UD 2.x treebanks (data/ud/README.md), by their UD names, and where a name's files
+// lie relative to the repository root.
+const std::vector<std::string>& committed_ud_treebanks();
+inline const char* const kUdDirectory = "data/ud";
 
 }  // namespace structdiff::data

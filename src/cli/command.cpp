@@ -32,7 +32,8 @@ void add_training_loop_options(CLI::App& command, train::LoopOptions& options) {
   command.add_option("--train-steps", options.steps, "Total optimiser steps")->capture_default_str();
   command.add_option_function<double>(
              "--max-minutes", [&options](double minutes) { options.max_seconds = minutes * 60.0; },
-             "Stop (and checkpoint) after this many minutes of this run (default: no limit)");
+             "Stop (and checkpoint) after this many minutes of this run (default: no limit)")
+      ->check(positive());
   command.add_option("--lr", options.learning_rate, "AdamW learning rate")->capture_default_str();
   command.add_option("--weight-decay", options.weight_decay,
                      "AdamW decoupled weight decay, on matrices only")
@@ -42,10 +43,12 @@ void add_training_loop_options(CLI::App& command, train::LoopOptions& options) {
              [&options](const std::string& name) { options.decay = train::parse_learning_rate_decay(name); },
              "constant or cosine (to zero at --train-steps; follows the step, so resuming keeps it)")
       ->check(CLI::IsMember({"constant", "cosine"}))
-      ->default_str("constant");
+      ->default_str(options.decay == train::LearningRateDecay::cosine ? "cosine" : "constant");
   command.add_option("--warmup", options.warmup_steps, "Linear learning-rate warm-up steps")
       ->capture_default_str();
-  command.add_option("--clip", options.clip_norm, "Gradient norm clip (> 0; inf: none)")->capture_default_str();
+  command.add_option("--clip", options.clip_norm, "Gradient norm clip (> 0; inf: none)")
+      ->check(positive_or_infinite())
+      ->capture_default_str();
   command.add_option("--ema", options.ema_decay, "EMA decay, in [0, 1)")->capture_default_str();
   command.add_option("--validate-every", options.validate_every, "Steps between validations (0: never)")
       ->capture_default_str();
@@ -118,23 +121,6 @@ CLI::Validator writable_file() {
       "FILE (written)", kOutputValidatorName);
 }
 
-namespace {
-
-CLI::Validator bound(bool strict, const std::string& description) {
-  return CLI::Validator(
-      [strict](std::string& text) -> std::string {
-        double value = 0;
-        if (!CLI::detail::lexical_cast(text, value)) return "'" + text + "' is not a number";
-        const bool ok = strict ? value > 0 : value >= 0;  // NaN fails both
-        return ok ? "" : std::string("must be ") + (strict ? "> 0" : ">= 0") + ", got " + text;
-      },
-      description);
-}
-
-}  // namespace
-
-CLI::Validator positive() { return bound(true, "POSITIVE"); }
-CLI::Validator non_negative() { return bound(false, "NONNEGATIVE"); }
 
 double median_ms(const std::function<void()>& run, int min_runs, double budget_seconds) {
   using Clock = std::chrono::steady_clock;

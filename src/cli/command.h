@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/types.h>
 
+#include "cli/value_domains.h"
 #include "structdiff/train.h"
 
 namespace structdiff::cli {
@@ -36,9 +37,6 @@ void write_json_file(const std::string& path, const nlohmann::json& value);
 // rejects, at parse time and so before any work, a path that is a directory, lies in a missing
 // directory, or cannot be written.
 CLI::Validator writable_file();
-// "must be > 0, got -3" / "must be >= 0, got -3" (CLI11's own wording prints the type's limits).
-CLI::Validator positive();
-CLI::Validator non_negative();
 
 // Median wall-clock milliseconds of `run` over at least `min_runs` runs; after those, further
 // runs while one more still fits within `budget_seconds` of the first run's start.

@@ -134,7 +134,7 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
   ddpm::Model model = ddpm::load_model(c.model_path);
   const std::string dataset =
       !c.dataset.empty() ? c.dataset : model.metadata.value("dataset", std::string("fashion-mnist"));
-  eval::Classifier classifier = eval::load_classifier(c.classifier_path);
+  eval::Classifier classifier = eval::load_classifier(c.classifier_path, dataset);
   const data::ImageDataset train_set = data::load_image_dataset(dataset, data::ImageSplit::train, c.data_dir);
   const data::ImageDataset test_set = data::load_image_dataset(dataset, data::ImageSplit::test, c.data_dir);
 

@@ -351,6 +351,7 @@ void register_difformer(CLI::App& app, const GlobalOptions& global, Action& acti
       train->add_option("--weight-decay", t->training.weight_decay,
                         "Adam weight decay (fashion-mnist: 0.1; DIFFormer on cora: 0.01 (-s), "
                         "0.1 (-a); citeseer: 1)")
+          ->check(non_negative())
           ->capture_default_str();
   train->add_option("--batch", t->training.batch_size,
                     "Mini-batch size: random node partitions (0: full graph)")

@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -70,7 +72,12 @@ std::string did_you_mean(CLI::App& app) {
     names.push_back(command->get_name());
   }
   const std::string closest = closest_name(word, names);
-  if (closest.empty()) return "";
+  if (closest.empty()) {
+    if (names.empty()) return "";
+    std::string listed;
+    for (const std::string& name : names) listed += (listed.empty() ? "" : ", ") + name;
+    return "unknown command '" + word + "' for '" + where + "'; the commands are " + listed;
+  }
   return "unknown command '" + word + "' for '" + where + "'; did you mean '" + closest + "'?";
 }
 
@@ -145,13 +152,23 @@ int launch_local_ranks(int argc, char** argv, int world_size) {
   return exit_code;
 }
 
-// One invocation: parses the command line and, unless `check_only` or --dry-run, runs it.
-// Returns the exit code.
-int run_command_line(int argc, char** argv, bool check_only) {
+// The whole command line: the global options and every subcommand's, with the state they fill.
+struct CommandLine {
   CLI::App app{
       "structdiff: the structure of a problem as the architecture of its neural network.\n"
       "Structured attention (dense, sparse, gather, FAVOR+, linear, diffusivity) on libtorch.\n"
       "Global options may stand before or after the subcommand."};
+  cli::GlobalOptions global;
+  std::string device = "cpu";
+  int world_size = 1;
+  double rank_timeout = 120;
+  bool dry_run = false;
+  cli::Action action;
+
+  CommandLine();
+};
+
+CommandLine::CommandLine() {
   app.name("structdiff");
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
@@ -160,8 +177,6 @@ int run_command_line(int argc, char** argv, bool check_only) {
                        "compiled, and exit");
   // Subcommands inherit this: options they do not know (the global ones) pass up to here.
   app.fallthrough();
-
-  cli::GlobalOptions global;
   global.threads = default_threads();
   // More threads than cores only slows a run down; far more makes OpenMP hang creating them.
   const int max_threads = 4 * default_threads();
@@ -172,7 +187,6 @@ int run_command_line(int argc, char** argv, bool check_only) {
   app.add_option("--seed", global.seed, "Random seed")->capture_default_str();
   // One name for where models run, across subcommands; a device this libtorch cannot use is a
   // usage error that says why.
-  std::string device = "cpu";
   app.add_option("--device", device, "Where models run: cpu, cuda or cuda:N")
       ->check([](const std::string& name) -> std::string {
         try {
@@ -183,23 +197,18 @@ int run_command_line(int argc, char** argv, bool check_only) {
         }
       })
       ->capture_default_str();
-  int world_size = 1;
   app.add_option("--world-size", world_size,
                  "Train data-parallel on N local ranks (processes) over PyTorch's distributed "
                  "engine; several machines: set MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE as "
                  "torchrun does")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  double rank_timeout = 120;
   app.add_option("--rank-timeout", rank_timeout,
                  "Seconds a rank waits for the others before it stops with an error")
-      ->check(CLI::PositiveNumber)
+      ->check(cli::positive())
       ->capture_default_str();
-  bool dry_run = false;
   app.add_flag("--dry-run", dry_run,
                "Check the command line (options, values, output paths) and exit without running");
-
-  cli::Action action;
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks (speed and memory)");
   bench->require_subcommand(1);
   cli::register_bench_attention(*bench, global, action);
@@ -217,7 +226,15 @@ int run_command_line(int argc, char** argv, bool check_only) {
   cli::register_unn(app, global, action);
   cli::register_model(app, global, action);
   cli::register_export(app, global, action);
+  cli::apply_value_domains(app);
+}
 
+// One invocation: parses the command line and, unless `check_only` or --dry-run, runs it.
+// Returns the exit code.
+int run_command_line(int argc, char** argv, bool check_only) {
+  CommandLine line;
+  CLI::App& app = line.app;
+  cli::GlobalOptions& global = line.global;
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -243,9 +260,9 @@ int run_command_line(int argc, char** argv, bool check_only) {
     std::cerr << "structdiff: error: " << conflict << " (run with --help for usage)\n";
     return 2;
   }
-  global.device = parse_device(device);
+  global.device = parse_device(line.device);
   const bool launched_rank = std::getenv("WORLD_SIZE") != nullptr;
-  if (world_size > 1 || launched_rank) {
+  if (line.world_size > 1 || launched_rank) {
     std::string command;
     for (const CLI::App* level : selected_chain(app)) {
       if (level != &app) command += (command.empty() ? "" : " ") + level->get_name();
@@ -256,24 +273,24 @@ int run_command_line(int argc, char** argv, bool check_only) {
                    "usage)\n";
       return 2;
     }
-    if (world_size > 1 && launched_rank) {
+    if (line.world_size > 1 && launched_rank) {
       std::cerr << "structdiff: error: --world-size starts local ranks itself; with WORLD_SIZE "
                    "set (torchrun) leave it out (run with --help for usage)\n";
       return 2;
     }
   }
-  if (dry_run || check_only) return 0;
-  if (world_size > 1) return launch_local_ranks(argc, argv, world_size);
+  if (line.dry_run || check_only) return 0;
+  if (line.world_size > 1) return launch_local_ranks(argc, argv, line.world_size);
   try {
     global.ranks = train::Ranks::from_environment(
-        std::chrono::milliseconds(static_cast<int64_t>(rank_timeout * 1000)));
+        std::chrono::milliseconds(static_cast<int64_t>(line.rank_timeout * 1000)));
     // Rank 0 speaks for the run; the others' output would repeat it line for line.
     if (global.ranks && !global.ranks->is_root() && std::freopen("/dev/null", "w", stdout) == nullptr) {
       throw std::runtime_error("cannot silence rank " + std::to_string(global.ranks->rank()));
     }
     set_threads(global.threads);
     train::set_run_description(command_line(argc, argv), global.seed);
-    action();
+    line.action();
   } catch (const train::TrainingStopped& e) {
     std::cerr << "structdiff: " << e.what() << "\n";
     return e.exit_code();
@@ -289,15 +306,16 @@ int run_command_line(int argc, char** argv, bool check_only) {
   return 0;
 }
 
-// --dry-run-lines FILE: the check of --dry-run for every command line of FILE in this one process
-// (one line per command, arguments separated by the ASCII unit separator 0x1f). Prints each
-// failing line after its error; exit 0 when all parse, else 2. The experiment scripts' test records
-// their commands and checks them so, instead of starting a process per command.
-int check_command_lines(const std::string& path) {
+// Checks every command line of the file at `path` in this one process (one line per command,
+// arguments separated by the ASCII unit separator 0x1f): `check` gets the line as shown to a
+// user and its argv, and returns false for a line that fails. Prints "K of N command lines
+// <verb>"; returns the number that failed, or -1 when the file cannot be read.
+int check_lines(const std::string& path, const std::string& verb,
+                const std::function<bool(const std::string&, int, char**)>& check) {
   std::ifstream in(path);
   if (!in) {
     std::cerr << "structdiff: error: cannot read " << path << "\n";
-    return 1;
+    return -1;
   }
   int failures = 0, lines = 0;
   for (std::string line; std::getline(in, line);) {
@@ -311,15 +329,57 @@ int check_command_lines(const std::string& path) {
     std::vector<char*> argv;
     for (std::string& word : words) argv.push_back(word.data());
     ++lines;
-    if (run_command_line(static_cast<int>(argv.size()), argv.data(), /*check_only=*/true) != 0) {
-      ++failures;
-      std::string shown = line;
-      std::replace(shown.begin(), shown.end(), '\x1f', ' ');
-      std::cerr << "FAILED: structdiff " << shown << "\n";
-    }
+    std::replace(line.begin(), line.end(), '\x1f', ' ');
+    if (!check("structdiff " + line, static_cast<int>(argv.size()), argv.data())) ++failures;
   }
-  std::cout << lines - failures << " of " << lines << " command lines parse\n";
-  return failures == 0 ? 0 : 2;
+  std::cout << lines - failures << " of " << lines << " command lines " << verb << "\n";
+  return failures;
+}
+
+// --dry-run-lines FILE: the check of --dry-run for every command line of FILE. Prints each
+// failing line after its error; exit 0 when all parse, else 2. The experiment scripts' test records
+// their commands and checks them so, instead of starting a process per command.
+int check_command_lines(const std::string& path) {
+  const int failures = check_lines(path, "parse", [](const std::string& shown, int argc, char** argv) {
+    if (run_command_line(argc, argv, /*check_only=*/true) == 0) return true;
+    std::cerr << "FAILED: " << shown << "\n";
+    return false;
+  });
+  return failures == 0 ? 0 : failures < 0 ? 1 : 2;
+}
+
+// --refused-lines FILE: the opposite: every command line of FILE must be refused as a usage error
+// (exit 2) with one line naming why. Prints each line accepted or refused otherwise; exit 0 when
+// all were refused so, else 1.
+int check_refused_lines(const std::string& path) {
+  const int failures = check_lines(path, "refused", [](const std::string& shown, int argc, char** argv) {
+    std::ostringstream error;
+    std::streambuf* const original = std::cerr.rdbuf(error.rdbuf());
+    int code = -1;
+    try {
+      code = run_command_line(argc, argv, /*check_only=*/true);
+    } catch (...) {
+    }
+    std::cerr.rdbuf(original);
+    const std::string message = error.str();
+    const bool one_line = !message.empty() && message.find('\n') == message.size() - 1;
+    if (code == 2 && one_line && message.rfind("structdiff: error: ", 0) == 0) return true;
+    std::cout << "NOT REFUSED (exit " << code << "): " << shown << "\n  " << message
+              << (one_line ? "" : "\n");
+    return false;
+  });
+  return failures == 0 ? 0 : 1;
+}
+
+// --list-value-options: "COMMAND<TAB>--OPTION<TAB>TYPE<TAB>DOMAIN" for every option that takes a
+// value (COMMAND empty for the global ones), for a generated test to give each a hostile value.
+int list_value_options() {
+  CommandLine line;
+  for (const cli::OptionEntry& entry : cli::list_value_options(line.app)) {
+    std::cout << entry.command << '\t' << entry.name << '\t' << entry.type << '\t'
+              << entry.domain << '\n';
+  }
+  return 0;
 }
 
 }  // namespace
@@ -341,5 +401,7 @@ int main(int argc, char** argv) {
   FLAGS_caffe2_log_level = 2;
 #endif
   if (argc == 3 && std::string(argv[1]) == "--dry-run-lines") return check_command_lines(argv[2]);
+  if (argc == 3 && std::string(argv[1]) == "--refused-lines") return check_refused_lines(argv[2]);
+  if (argc == 2 && std::string(argv[1]) == "--list-value-options") return list_value_options();
   return run_command_line(argc, argv, /*check_only=*/false);
 }

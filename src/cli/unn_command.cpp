@@ -43,6 +43,7 @@ struct TrainCommand {
   bool control = false;               // parse: the control treebank (heads independent of words)
   bool jacobi = false;                // parse: H and M updated together
   uint64_t treebank_seed = 1;         // parse
+  std::string treebank;               // parse: a committed UD treebank ("": the synthetic one)
   CLI::App* command = nullptr;        // to tell given options from defaults
 };
 
@@ -59,7 +60,9 @@ void reject_options(const TrainCommand& c, const std::vector<std::string>& optio
 const std::vector<std::string> kConvOnly = {"--gamma", "--untied", "--dropout",
                                             "--generate-schedule", "--data-dir"};
 const std::vector<std::string> kAttentionOnly = {"--d-model", "--random-iterations"};
-const std::vector<std::string> kParseOnly = {"--control", "--jacobi", "--treebank-seed"};
+const std::vector<std::string> kParseOnly = {"--control", "--jacobi", "--treebank-seed",
+                                             "--treebank"};
+const std::vector<std::string> kSyntheticTreebankOnly = {"--control", "--treebank-seed"};
 
 struct EvalCommand {
   std::string model_path, json_path, data_dir;
@@ -139,8 +142,33 @@ data::TreebankOptions treebank_options(uint64_t seed, bool control) {
   return options;
 }
 
-// The parse task: the synthetic treebank (the paper's UD treebanks cannot be had offline) and the
-// encoder settings of the spec note's section 4.7.
+// Sentence lengths of every split, for the parser's padded width: dev and test whole, training
+// sentences up to kLongestTrainingSentence words (the paper drops those of >= 100 word pieces).
+constexpr int64_t kLongestTrainingSentence = 100;
+int64_t padded_width(const data::Treebank& bank) {
+  int64_t width = 1;
+  for (const auto* split : {&bank.dev, &bank.test}) {
+    for (const data::Sentence& s : *split) width = std::max(width, s.size());
+  }
+  for (const data::Sentence& s : bank.train) {
+    if (s.size() <= kLongestTrainingSentence) width = std::max(width, s.size());
+  }
+  return width;
+}
+
+// The bank a parser trains or is evaluated on: a committed UD treebank (from `directory`, or
+// data/ud/NAME when empty) or the synthetic one of `seed`.
+data::Treebank parser_treebank(const std::string& treebank, const std::string& directory,
+                               uint64_t seed, bool control) {
+  if (treebank.empty()) return data::generate_treebank(treebank_options(seed, control));
+  return data::read_ud_treebank(directory.empty() ? std::string(data::kUdDirectory) + "/" + treebank
+                                                  : directory);
+}
+
+// The parse task. The synthetic treebank keeps the encoder settings of the spec note's section
+// 4.7; a UD treebank gets the paper's training-length filter (>= 5 words) and, standing in for
+// its multilingual BERT, word and character embeddings with encoder and word dropout, as
+// biaffine parsers had before BERT.
 void run_train_parse(TrainCommand c, const GlobalOptions& global) {
   auto given = [&](const char* option) { return c.command->count(option) > 0; };
   reject_options(c, kConvOnly, "the conv tasks");
@@ -148,32 +176,46 @@ void run_train_parse(TrainCommand c, const GlobalOptions& global) {
   if (given("--schedule")) {
     throw std::invalid_argument("the parse task updates H, M, then Y (--jacobi: H and M together)");
   }
-  const data::Treebank bank = data::generate_treebank(treebank_options(c.treebank_seed, c.control));
+  const bool ud = !c.treebank.empty();
+  if (ud) reject_options(c, kSyntheticTreebankOnly, "the synthetic treebank");
+  const data::Treebank bank = parser_treebank(c.treebank, "", c.treebank_seed, c.control);
   unn::ParserConfig config;
   config.vocabulary = static_cast<int64_t>(bank.vocabulary.size());
   config.iterations = c.config.iterations;
   config.jacobi = c.jacobi;
   config.init_seed = global.seed;
   unn::ParserTraining training;
+  if (ud) {
+    config.max_words = padded_width(bank);
+    config.character_embedding = 32;
+    config.character_filters = 100;
+    config.dropout = 0.33;
+    config.encoder_dropout = 0.33;
+    training.min_words = 5;
+    training.word_dropout = 0.2;
+  }
   training.loop = c.training.loop;
   const int64_t batch = given("--batch") ? c.training.batch_size : 32;
   const int64_t epoch = (static_cast<int64_t>(bank.train.size()) + batch - 1) / batch;
   if (!given("--lr")) training.loop.learning_rate = 2e-3;
   if (!given("--clip")) training.loop.clip_norm = 5;
-  if (!given("--train-steps")) training.loop.steps = 30 * epoch;
+  if (!given("--train-steps")) training.loop.steps = (ud ? 20 : 30) * epoch;
   training.batch_size = batch;
   training.seed = global.seed;
   training.loop.progress_label = "unn parse";
   unn::UnnParser model(config);
   int64_t parameters = 0;
   for (const auto& p : model->parameters()) parameters += p.numel();
+  const std::string source =
+      ud ? "UD treebank " + c.treebank
+         : std::string("synthetic ") + (c.control ? "control " : "") + "treebank (seed " +
+               std::to_string(c.treebank_seed) + ")";
   std::printf(
-      "UNN parser on the synthetic %streebank (seed %llu): %zu train, %zu dev, %zu test "
-      "sentences; %ld parameters; k = %ld (%s); %ld steps = %.1f epochs\n",
-      c.control ? "control " : "", static_cast<unsigned long long>(c.treebank_seed),
-      bank.train.size(), bank.dev.size(), bank.test.size(), static_cast<long>(parameters),
-      static_cast<long>(config.iterations), c.jacobi ? "Jacobi H, M" : "sequential",
-      static_cast<long>(training.loop.steps),
+      "UNN parser on the %s: %zu train, %zu dev, %zu test sentences; %ld parameters; k = %ld "
+      "(%s); %ld steps = %.1f epochs\n",
+      source.c_str(), bank.train.size(), bank.dev.size(), bank.test.size(),
+      static_cast<long>(parameters), static_cast<long>(config.iterations),
+      c.jacobi ? "Jacobi H, M" : "sequential", static_cast<long>(training.loop.steps),
       static_cast<double>(training.loop.steps) / static_cast<double>(epoch));
   std::fflush(stdout);
   const unn::ParserTrainingResult result = unn::train_parser(model, bank, training);
@@ -184,17 +226,23 @@ void run_train_parse(TrainCommand c, const GlobalOptions& global) {
       100 * result.best_dev_uas, static_cast<long>(result.best_step), 100 * test.uas(),
       100 * test.exact_match(), 100 * test.modlist_set(), 100 * test.modlist_count(),
       static_cast<long>(result.steps), train::format_duration(result.seconds).c_str());
-  unn::save_parser(c.out_path, model,
-                   {{"task", c.task},
-                    {"treebank_seed", c.treebank_seed},
-                    {"control", c.control},
-                    {"test_uas", test.uas()},
-                    {"best_dev_uas", result.best_dev_uas},
-                    {"best_step", result.best_step},
-                    {"steps", result.steps},
-                    {"batch", batch},
-                    {"lr", training.loop.learning_rate},
-                    {"train_seconds", result.seconds}});
+  nlohmann::json metadata = {{"task", c.task},
+                             {"test_uas", test.uas()},
+                             {"best_dev_uas", result.best_dev_uas},
+                             {"best_step", result.best_step},
+                             {"steps", result.steps},
+                             {"batch", batch},
+                             {"lr", training.loop.learning_rate},
+                             {"min_training_words", training.min_words},
+                             {"word_dropout", training.word_dropout},
+                             {"train_seconds", result.seconds}};
+  if (ud) {
+    metadata["treebank"] = c.treebank;
+  } else {
+    metadata["treebank_seed"] = c.treebank_seed;
+    metadata["control"] = c.control;
+  }
+  unn::save_parser(c.out_path, model, metadata);
   std::printf("wrote %s\n", c.out_path.c_str());
 }
 
@@ -330,34 +378,41 @@ void run_eval_parse(const EvalCommand& c) {
   unn::UnnParser model = unn::load_parser(c.model_path, &metadata);
   const unn::ParserConfig& config = model->config();
   const int64_t k = c.iterations > 0 ? c.iterations : config.iterations;
-  const uint64_t seed = metadata.at("treebank_seed").get<uint64_t>();
-  const bool control = metadata.at("control").get<bool>();
-  const data::Treebank bank = data::generate_treebank(treebank_options(seed, control));
+  const std::string treebank = metadata.value("treebank", std::string());
+  const uint64_t seed = metadata.value("treebank_seed", uint64_t{1});
+  const bool control = metadata.value("control", false);
+  if (treebank.empty() && !c.data_dir.empty()) {
+    throw std::invalid_argument("--data-dir: this parser was trained on the synthetic treebank");
+  }
+  const data::Treebank bank = parser_treebank(treebank, c.data_dir, seed, control);
+  const std::string source =
+      treebank.empty() ? std::string("the synthetic ") + (control ? "control " : "") + "treebank"
+                       : "UD " + treebank;
   const unn::ParseScores test = unn::evaluate_parser(model, bank.test, k);
   std::printf(
-      "%s on the synthetic %streebank's test split (%zu sentences, %ld words), k = %ld: "
-      "UAS %.2f%%, exact match %.2f%%, modifier lists %.2f%% (set) / %.2f%% (count) / "
-      "%.2f%% (the authors' packed count)\n",
-      c.model_path.c_str(), control ? "control " : "", bank.test.size(),
-      static_cast<long>(test.words), static_cast<long>(k), 100 * test.uas(),
-      100 * test.exact_match(), 100 * test.modlist_set(), 100 * test.modlist_count(),
-      100 * test.modlist_packed());
+      "%s on %s's test split (%zu sentences, %ld words), k = %ld: UAS %.2f%%, exact match "
+      "%.2f%%, modifier lists %.2f%% (set) / %.2f%% (count) / %.2f%% (the authors' packed "
+      "count)\n",
+      c.model_path.c_str(), source.c_str(), bank.test.size(), static_cast<long>(test.words),
+      static_cast<long>(k), 100 * test.uas(), 100 * test.exact_match(), 100 * test.modlist_set(),
+      100 * test.modlist_count(), 100 * test.modlist_packed());
   nlohmann::json energy;
   if (!config.jacobi) {  // Jacobi updates carry no descent guarantee
     torch::NoGradGuard no_grad;
     unn::UnnParser exact = unn::load_parser(c.model_path);
     exact->to(torch::kDouble);
+    exact->eval();
     const int64_t n = std::min<int64_t>(c.energy_examples, static_cast<int64_t>(bank.test.size()));
     std::vector<int64_t> index(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) index[static_cast<size_t>(i)] = i;
-    const data::TreebankBatch batch = data::make_batch(bank.test, index);
     energy["parse"] =
-        energy_report("parsing", n, exact->parse(batch.words, batch.lengths, k, nullptr, true));
+        energy_report("parsing", n, exact->parse(data::make_batch(bank.test, index), k, nullptr, true));
   }
   if (!c.json_path.empty()) {
     write_json_file(c.json_path, {{"model", c.model_path},
                                   {"task", "parse"},
                                   {"split", "test"},
+                                  {"treebank", treebank.empty() ? "synthetic" : treebank},
                                   {"control", control},
                                   {"sentences", bank.test.size()},
                                   {"words", test.words},
@@ -440,6 +495,9 @@ void run_generate(const GenerateCommand& c) {
       c.schedule.empty() ? config.generate_schedule : unn::parse_schedule(c.schedule);
   const torch::Tensor labels =
       c.label >= 0 ? torch::full({1}, c.label, torch::kLong) : torch::arange(10);
+  // Before the grid is written: a bad classifier must not cost the old grid.
+  eval::Classifier classifier{nullptr};
+  if (!c.classifier_path.empty()) classifier = eval::load_classifier(c.classifier_path, config.dataset);
   torch::NoGradGuard no_grad;
   const unn::InferenceResult result = model->generate(labels, k, schedule);
   // Rows: classes; columns: X after each iteration, in [0, 1].
@@ -454,8 +512,7 @@ void run_generate(const GenerateCommand& c) {
                         {"iterations", k},
                         {"schedule", unn::schedule_name(schedule)},
                         {"grid", c.out_path}};
-  if (!c.classifier_path.empty()) {
-    eval::Classifier classifier = eval::load_classifier(c.classifier_path);
+  if (classifier) {
     const torch::Tensor predicted = classifier->forward(prototypes).argmax(1);
     const int64_t correct = predicted.eq(labels).sum().item<int64_t>();
     std::printf("%s labels %ld of %ld prototypes as their class:", c.classifier_path.c_str(),
@@ -536,6 +593,11 @@ void register_unn(CLI::App& app, const GlobalOptions& global, Action& action) {
   train->add_flag("--jacobi", t->jacobi, "parse: update H and M together (the authors' code)");
   train->add_option("--treebank-seed", t->treebank_seed, "parse: the synthetic treebank's seed")
       ->capture_default_str();
+  train
+      ->add_option("--treebank", t->treebank,
+                   "parse: a committed Universal Dependencies treebank (data/ud) instead of the "
+                   "synthetic one")
+      ->check(CLI::IsMember(data::committed_ud_treebanks()));
   add_training_loop_options(*train, t->training.loop);
   t->command = train;
   train->callback([t, &global, &action] {
@@ -560,7 +622,9 @@ void register_unn(CLI::App& app, const GlobalOptions& global, Action& action) {
                    "Test images (or sequences) for the energy traces")
       ->check(positive())
       ->capture_default_str();
-  evaluate->add_option("--data-dir", e->data_dir, "IDX directory (default: the dataset's)");
+  evaluate->add_option("--data-dir", e->data_dir,
+                       "IDX directory, or a UD parser's treebank directory (default: the "
+                       "dataset's, data/ud/NAME)");
   evaluate->add_option("--json", e->json_path, "Write the results as JSON")->check(writable_file());
   evaluate->callback([e, &global, &action] {
     action = [e, &global] {

@@ -110,6 +110,7 @@ Treebank read_ud_treebank(const std::string& directory) {
       Sentence sentence;
       sentence.heads = parsed.heads;
       sentence.categories = parsed.upos;
+      sentence.forms = parsed.forms;
       for (const std::string& form : parsed.forms) {
         auto found = ids.find(form);
         if (found == ids.end() && grows) {
@@ -127,6 +128,12 @@ Treebank read_ud_treebank(const std::string& directory) {
   bank.dev = split("dev", false);
   bank.test = split("test", false);
   return bank;
+}
+
+const std::vector<std::string>& committed_ud_treebanks() {
+  static const std::vector<std::string> names = {"af_afribooms", "en_partut", "hu_szeged",
+                                                 "te_mtg"};
+  return names;
 }
 
 }  // namespace structdiff::data

@@ -412,18 +412,33 @@ TreebankBatch make_batch(const std::vector<Sentence>& sentences,
   const auto long_options = torch::TensorOptions().dtype(torch::kLong);
   TreebankBatch batch{torch::full({b, width}, kTreebankPad, long_options),
                       torch::zeros({b, width}, long_options), torch::empty({b}, long_options),
-                      torch::full({b, width}, -1, long_options)};
+                      torch::full({b, width}, -1, long_options), torch::Tensor()};
   auto words = batch.words.accessor<int64_t, 2>();
   auto heads = batch.heads.accessor<int64_t, 2>();
   auto categories = batch.categories.accessor<int64_t, 2>();
   auto lengths = batch.lengths.accessor<int64_t, 1>();
+  bool all_forms = true;
   for (int64_t r = 0; r < b; ++r) {
     const Sentence& s = sentences[indices[r]];
+    all_forms = all_forms && static_cast<int64_t>(s.forms.size()) == s.size();
     lengths[r] = s.size();
     for (int64_t i = 0; i < s.size(); ++i) {
       words[r][i] = s.words[i];
       heads[r][i] = s.heads[i];
       categories[r][i] = s.categories[i];
+    }
+  }
+  if (all_forms) {
+    batch.characters = torch::zeros({b, width, kWordBytes}, long_options);
+    auto characters = batch.characters.accessor<int64_t, 3>();
+    for (int64_t r = 0; r < b; ++r) {
+      const Sentence& s = sentences[indices[r]];
+      for (int64_t i = 0; i < s.size(); ++i) {
+        const std::string& form = s.forms[i];
+        for (size_t c = 0; c < form.size() && c < static_cast<size_t>(kWordBytes); ++c) {
+          characters[r][i][static_cast<int64_t>(c)] = static_cast<unsigned char>(form[c]) + 1;
+        }
+      }
     }
   }
   return batch;

@@ -102,9 +102,14 @@ void save_classifier(const std::string& path, Classifier& model, const nlohmann:
   train::save_model_file(path, "classifier", *model, stored);
 }
 
-Classifier load_classifier(const std::string& path) {
+Classifier load_classifier(const std::string& path, const std::string& images) {
   Classifier model{nullptr};
-  train::load_model_file(path, "classifier", [&](const nlohmann::json&) -> torch::nn::Module& {
+  train::load_model_file(path, "classifier", [&](const nlohmann::json& metadata) -> torch::nn::Module& {
+    const std::string trained_on = metadata.value("dataset", std::string());
+    if (!images.empty() && !trained_on.empty() && trained_on != images) {
+      throw std::invalid_argument(path + " classifies " + trained_on + " images; these are " +
+                                  images + " (use a classifier trained on " + images + ")");
+    }
     model = Classifier();
     return *model;
   });

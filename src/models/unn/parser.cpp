@@ -52,6 +52,10 @@ void check_config(const ParserConfig& c) {
           "iterations must be in 1..64, got " + std::to_string(c.iterations));
   require(c.dropout >= 0 && c.dropout < 1,
           "dropout must be in [0, 1), got " + std::to_string(c.dropout));
+  require(c.encoder_dropout >= 0 && c.encoder_dropout < 1,
+          "encoder_dropout must be in [0, 1), got " + std::to_string(c.encoder_dropout));
+  require(c.character_embedding >= 0 && c.character_filters >= 1,
+          "character_embedding must be >= 0 and character_filters >= 1");
 }
 
 void to_json(nlohmann::json& out, const ParserConfig& c) {
@@ -59,7 +63,10 @@ void to_json(nlohmann::json& out, const ParserConfig& c) {
          {"embedding", c.embedding},     {"lstm_hidden", c.lstm_hidden},
          {"lstm_layers", c.lstm_layers}, {"arc_features", c.arc_features},
          {"iterations", c.iterations},   {"jacobi", c.jacobi},
-         {"dropout", c.dropout},         {"init_seed", c.init_seed}};
+         {"dropout", c.dropout},         {"init_seed", c.init_seed},
+         {"character_embedding", c.character_embedding},
+         {"character_filters", c.character_filters},
+         {"encoder_dropout", c.encoder_dropout}};
 }
 
 void from_json(const nlohmann::json& in, ParserConfig& c) {
@@ -73,6 +80,10 @@ void from_json(const nlohmann::json& in, ParserConfig& c) {
   c.jacobi = in.at("jacobi").get<bool>();
   c.dropout = in.at("dropout").get<double>();
   c.init_seed = in.at("init_seed").get<uint64_t>();
+  // Files written before the character CNN and the encoder dropout have neither.
+  c.character_embedding = in.value("character_embedding", int64_t{0});
+  c.character_filters = in.value("character_filters", int64_t{100});
+  c.encoder_dropout = in.value("encoder_dropout", 0.0);
 }
 
 UnnParserImpl::UnnParserImpl(ParserConfig config) : config_(std::move(config)) {
@@ -84,8 +95,21 @@ UnnParserImpl::UnnParserImpl(ParserConfig config) : config_(std::move(config)) {
         "embedding",
         torch::nn::Embedding(torch::nn::EmbeddingOptions(config_.vocabulary, config_.embedding)
                                  .padding_idx(data::kTreebankPad)));
+    int64_t lstm_input = config_.embedding;
+    if (config_.character_embedding > 0) {
+      character_embedding_ = register_module(
+          "character_embedding",
+          torch::nn::Embedding(torch::nn::EmbeddingOptions(257, config_.character_embedding)
+                                   .padding_idx(0)));
+      character_filters_ = register_module(
+          "character_filters",
+          torch::nn::Conv1d(torch::nn::Conv1dOptions(config_.character_embedding,
+                                                     config_.character_filters, 3)
+                                .padding(1)));
+      lstm_input += config_.character_filters;
+    }
     lstm_ = register_module(
-        "lstm", torch::nn::LSTM(torch::nn::LSTMOptions(config_.embedding, config_.lstm_hidden)
+        "lstm", torch::nn::LSTM(torch::nn::LSTMOptions(lstm_input, config_.lstm_hidden)
                                     .num_layers(config_.lstm_layers)
                                     .bidirectional(true)
                                     .batch_first(true)));
@@ -97,21 +121,49 @@ UnnParserImpl::UnnParserImpl(ParserConfig config) : config_(std::move(config)) {
                              Network([&](int64_t) { return build_graph(config_, generator); }, 1));
 }
 
-InferenceResult UnnParserImpl::parse(const torch::Tensor& words, const torch::Tensor& lengths,
-                                     int64_t iterations, at::Generator* dropout,
-                                     bool record_energy) {
+namespace {
+
+// Inverted dropout with masks drawn from `generator`, so that a resumed run draws the same ones.
+torch::Tensor drop(const torch::Tensor& x, double p, at::Generator* generator) {
+  if (generator == nullptr || p == 0) return x;
+  return x * torch::empty_like(x).bernoulli_(1 - p, *generator) / (1 - p);
+}
+
+}  // namespace
+
+InferenceResult UnnParserImpl::parse(const data::TreebankBatch& batch, int64_t iterations,
+                                     at::Generator* dropout, bool record_energy) {
   const int64_t n = config_.max_words;
+  const torch::Tensor& words = batch.words;
+  const torch::Tensor& lengths = batch.lengths;
   require(words.dim() == 2 && words.size(1) <= n && words.size(0) == lengths.numel(),
           "words must be (batch, at most " + std::to_string(n) + ") with one length per sentence");
   require(lengths.min().item<int64_t>() >= 1 && lengths.max().item<int64_t>() <= words.size(1),
           "sentence lengths must be in 1..the padded width");
   require(words.min().item<int64_t>() >= 0 && words.max().item<int64_t>() < config_.vocabulary,
           "word ids must be in 0.." + std::to_string(config_.vocabulary - 1));
-  const int64_t batch = words.size(0);
-  const torch::Tensor padded = torch::constant_pad_nd(words, {0, n - words.size(1)}, 0);
-  const torch::Tensor encoded = std::get<0>(lstm_->forward(embedding_->forward(padded)));
+  const int64_t batch_size = words.size(0), width = words.size(1);
+  torch::Tensor input = embedding_->forward(words);
+  if (config_.character_embedding > 0) {
+    require(batch.characters.defined() && batch.characters.dim() == 3 &&
+                batch.characters.size(0) == batch_size && batch.characters.size(1) == width,
+            "this parser reads characters: the batch needs the sentences' forms");
+    const torch::Tensor bytes = batch.characters.reshape({batch_size * width, -1});
+    const torch::Tensor filtered =
+        character_filters_->forward(character_embedding_->forward(bytes).transpose(1, 2));
+    input = torch::cat(
+        {input, std::get<0>(filtered.max(2)).view({batch_size, width, config_.character_filters})},
+        2);
+  }
+  input = drop(input, config_.encoder_dropout, dropout);
+  // Packed, so that the backward direction starts at each sentence's last word, not at padding.
+  const auto packed = torch::nn::utils::rnn::pack_padded_sequence(input, lengths, true, false);
+  torch::Tensor encoded = std::get<0>(torch::nn::utils::rnn::pad_packed_sequence(
+      std::get<0>(lstm_->forward_with_packed_input(packed)), true, 0.0, width));
+  encoded = torch::constant_pad_nd(drop(encoded, config_.encoder_dropout, dropout),
+                                   {0, 0, 0, n - width}, 0);
   const torch::Tensor rows =
-      torch::cat({root_.view({1, 1, -1}).expand({batch, 1, root_.size(0)}), encoded}, 1);
+      torch::cat({root_.view({1, 1, -1}).expand({batch_size, 1, root_.size(0)}), encoded}, 1);
   InferenceOptions options;
   options.iterations = iterations;
   options.observed = {{"Xh", rows}, {"Xm", encoded}};
@@ -140,8 +192,7 @@ ParseScores evaluate_parser(UnnParser& model, const std::vector<data::Sentence>&
       index.push_back(static_cast<int64_t>(i));
     }
     const data::TreebankBatch batch = data::make_batch(sentences, index);
-    const torch::Tensor theta =
-        model->parse(batch.words, batch.lengths, iterations).preactivation.at("Y");
+    const torch::Tensor theta = model->parse(batch, iterations).preactivation.at("Y");
     const int64_t width = batch.words.size(1);
     const torch::Tensor trimmed = theta.narrow(1, 0, width + 1).narrow(2, 0, width);
     scores += score_parses(max_spanning_tree(trimmed, batch.lengths), batch.heads, batch.lengths);
@@ -152,9 +203,21 @@ ParseScores evaluate_parser(UnnParser& model, const std::vector<data::Sentence>&
 ParserTrainingResult train_parser(UnnParser& model, const data::Treebank& bank,
                                   const ParserTraining& options) {
   const ParserConfig& config = model->config();
-  const int64_t n = static_cast<int64_t>(bank.train.size());
-  require(n > 0 && !bank.dev.empty(), "training needs training and dev sentences");
   require(options.batch_size >= 1, "batch size must be >= 1");
+  require(options.word_dropout >= 0 && options.word_dropout < 1,
+          "word dropout must be in [0, 1), got " + std::to_string(options.word_dropout));
+  std::vector<int64_t> kept;  // indices into bank.train of the sentences trained on
+  for (size_t i = 0; i < bank.train.size(); ++i) {
+    const int64_t length = bank.train[i].size();
+    if (length >= options.min_words && length <= config.max_words) {
+      kept.push_back(static_cast<int64_t>(i));
+    }
+  }
+  const int64_t n = static_cast<int64_t>(kept.size());
+  require(n > 0 && !bank.dev.empty(),
+          "training needs dev sentences and training sentences of " +
+              std::to_string(options.min_words) + ".." + std::to_string(config.max_words) +
+              " words");
   const int64_t batches = (n + options.batch_size - 1) / options.batch_size;
   UnnParser evaluated{nullptr};
   train::BestWeights best{nullptr};
@@ -173,11 +236,20 @@ ParserTrainingResult train_parser(UnnParser& model, const data::Treebank& bank,
     const int64_t first = (step % batches) * options.batch_size;
     const torch::Tensor order = train::epoch_order(n, options.seed, step / batches)
                                     .narrow(0, first, std::min(options.batch_size, n - first));
-    const std::vector<int64_t> index(order.data_ptr<int64_t>(),
-                                     order.data_ptr<int64_t>() + order.numel());
-    const data::TreebankBatch batch = data::make_batch(bank.train, index);
+    std::vector<int64_t> index;
+    for (int64_t i = 0; i < order.numel(); ++i) {
+      index.push_back(kept[static_cast<size_t>(order.data_ptr<int64_t>()[i])]);
+    }
+    data::TreebankBatch batch = data::make_batch(bank.train, index);
+    if (options.word_dropout > 0) {
+      const torch::Tensor dropped = torch::empty(batch.words.sizes(), torch::kDouble)
+                                        .bernoulli_(options.word_dropout, noise)
+                                        .to(torch::kBool)
+                                        .logical_and(batch.words.ne(data::kTreebankPad));
+      batch.words = batch.words.masked_fill(dropped, data::kTreebankUnknown);
+    }
     const torch::Tensor theta =
-        model->parse(batch.words, batch.lengths, config.iterations, &noise).preactivation.at("Y");
+        model->parse(batch, config.iterations, &noise).preactivation.at("Y");
     const int64_t width = batch.words.size(1);
     const torch::Tensor trimmed = theta.narrow(1, 0, width + 1).narrow(2, 0, width);
     return -tree_log_likelihood(trimmed, batch.heads, batch.lengths).mean().to(theta.dtype());

@@ -1,0 +1,120 @@
+#include "cli/value_domains.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+
+namespace structdiff::cli {
+namespace {
+
+constexpr const char* kAllowsInfinity = "allows-infinity";
+
+// The value as a double, or false when `text` is not a number (CLI11's own parse decides later
+// what else it accepts; here only numbers are judged).
+bool as_number(const std::string& text, double& value) {
+  return CLI::detail::lexical_cast(text, value);
+}
+
+CLI::Validator bound(bool strict, bool infinity, const std::string& description,
+                     const std::string& name) {
+  return CLI::Validator(
+      [strict, infinity](std::string& text) -> std::string {
+        double value = 0;
+        if (!as_number(text, value)) return "'" + text + "' is not a number";
+        const bool ok = (strict ? value > 0 : value >= 0) &&  // NaN fails both
+                        (infinity || std::isfinite(value));
+        if (ok) return "";
+        return std::string("must be ") + (strict ? "> 0" : ">= 0") +
+               (infinity ? " (or inf)" : " and finite") + ", got " + text;
+      },
+      description, name);
+}
+
+CLI::Validator finite() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double value = 0;
+        if (!as_number(text, value) || std::isfinite(value)) return "";
+        return "must be a finite number, got " + text;
+      },
+      "", "finite");
+}
+
+CLI::Validator no_minus_sign() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const auto first = text.find_first_not_of(" \t");
+        if (first != std::string::npos && text[first] == '-') {
+          return "must be >= 0, got " + text;
+        }
+        return "";
+      },
+      "", "not-negative");
+}
+
+bool declares_domain(CLI::Option& option) {
+  try {
+    option.get_validator(0);
+    return true;
+  } catch (const CLI::OptionNotFound&) {
+    return false;
+  }
+}
+
+bool allows_infinity(CLI::Option& option) {
+  try {
+    option.get_validator(kAllowsInfinity);
+    return true;
+  } catch (const CLI::OptionNotFound&) {
+    return false;
+  }
+}
+
+// The CLI11 type name without the validators' descriptions ("FLOAT:POSITIVE" -> "FLOAT").
+std::string base_type(const CLI::Option& option) {
+  const std::string full = option.get_type_name();
+  return full.substr(0, full.find(':'));
+}
+
+void walk(CLI::App& app, const std::string& command,
+          const std::function<void(const std::string&, CLI::Option&)>& visit) {
+  for (CLI::Option* option : app.get_options()) {
+    if (option->get_items_expected_max() > 0 && !option->get_lnames().empty()) {
+      visit(command, *option);
+    }
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    walk(*sub, command.empty() ? sub->get_name() : command + " " + sub->get_name(), visit);
+  }
+}
+
+}  // namespace
+
+CLI::Validator positive() { return bound(true, false, "POSITIVE", "positive"); }
+CLI::Validator non_negative() { return bound(false, false, "NONNEGATIVE", "non-negative"); }
+CLI::Validator positive_or_infinite() {
+  return bound(true, true, "POSITIVE or inf", kAllowsInfinity);
+}
+
+void apply_value_domains(CLI::App& app) {
+  walk(app, "", [](const std::string&, CLI::Option& option) {
+    const std::string type = base_type(option);
+    if (type == "FLOAT" && !allows_infinity(option)) option.check(finite());
+    if (type == "UINT" || (type == "INT" && !declares_domain(option))) {
+      option.check(no_minus_sign());
+    }
+  });
+}
+
+std::vector<OptionEntry> list_value_options(CLI::App& app) {
+  std::vector<OptionEntry> entries;
+  walk(app, "", [&](const std::string& command, CLI::Option& option) {
+    const std::string full = option.get_type_name();
+    const size_t colon = full.find(':');
+    entries.push_back({command, "--" + option.get_lnames().front(), base_type(option),
+                       colon == std::string::npos ? "" : full.substr(colon + 1)});
+  });
+  return entries;
+}
+
+}  // namespace structdiff::cli

@@ -1,0 +1,38 @@
+// One value vocabulary for every numeric option of every command. Options declare a domain with
+// the validators below (or CLI::Range / CLI::IsMember); apply_value_domains then gives every
+// option the checks its type needs whatever it declared, so that a new option cannot let NaN,
+// infinity or a negative count through: a floating-point value must be finite unless its domain
+// says otherwise (positive_or_infinite), an unsigned one must be written without a minus sign
+// (CLI11 would wrap -1 to 2^64 - 1), and so must an integer that declares no domain of its own
+// (counts, sizes and steps; an option that takes negative values says so with CLI::Range). All are parse-time checks: usage errors, exit 2, the same in
+// --dry-run as in a run.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace structdiff::cli {
+
+// "must be > 0, got -3" / "must be >= 0, got -3"; finite.
+CLI::Validator positive();
+CLI::Validator non_negative();
+// > 0 or inf (e.g. --clip inf: no clipping).
+CLI::Validator positive_or_infinite();
+
+// Walks `app` and all its subcommands and adds the type's checks to every option that takes a
+// value. Call once, after every option is registered.
+void apply_value_domains(CLI::App& app);
+
+// Every option that takes a value, with its CLI11 type name (FLOAT, INT, UINT, TEXT, ...) and
+// declared domain: what a generated test walks.
+struct OptionEntry {
+  std::string command;  // "sudoku train"
+  std::string name;     // "--lr"
+  std::string type;     // "FLOAT"
+  std::string domain;   // the declared validators' descriptions ("POSITIVE"), "" when none
+};
+std::vector<OptionEntry> list_value_options(CLI::App& app);
+
+}  // namespace structdiff::cli
