@@ -381,7 +381,24 @@ TEST(Checkpoint, GarbageFile) {
   const std::string path = test_directory() + "/garbage.ckpt";
   std::ofstream(path) << "this is not a checkpoint";
   EXPECT_THROW_WITH(read_checkpoint_metadata(path), std::runtime_error,
-                    "checkpoint " + path + " is not a valid archive");
+                    "checkpoint " + path + " is not a valid archive: it is truncated, damaged, "
+                    "or not a file structdiff wrote");
+  // A zip that is not a libtorch archive, and a real model file cut short: the same words, none
+  // of libtorch's (PytorchStreamReader, enforce fail).
+  {
+    const std::string truncated = test_directory() + "/truncated.ckpt";
+    torch::nn::Sequential model = make_model(4);
+    save_checkpoint(truncated, parts_for(model));
+    std::filesystem::resize_file(truncated, std::filesystem::file_size(truncated) / 2);
+    try {
+      read_checkpoint_metadata(truncated);
+      ADD_FAILURE() << "a truncated file was read";
+    } catch (const std::runtime_error& error) {
+      const std::string message = error.what();
+      EXPECT_NE(message.find("is not a valid archive: it is truncated"), std::string::npos) << message;
+      EXPECT_EQ(message.find("PytorchStreamReader"), std::string::npos) << message;
+    }
+  }
 }
 
 TEST(Checkpoint, WrongArchitectureNamesTensorAndLeavesModelUntouched) {

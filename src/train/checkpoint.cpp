@@ -85,9 +85,11 @@ torch::serialize::InputArchive open_checkpoint(const std::string& path,
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(path, device);
-  } catch (const std::exception& error) {
+  } catch (const std::exception&) {
+    // libtorch's reason (miniz internals, enforce lines) means nothing to a user; what does:
     throw std::runtime_error("checkpoint " + path +
-                             " is not a valid archive: " + message_of(error));
+                             " is not a valid archive: it is truncated, damaged, or not a file "
+                             "structdiff wrote");
   }
   torch::Tensor version;
   if (!archive.try_read(kVersionKey, version)) {
