@@ -2,8 +2,9 @@
 """Table 4 of the UNN paper beside ours: reads OUT_DIR/<treebank>-k<k>.json written by
 scripts/unn_ud_table4.sh and prints one markdown table per metric (test split, %), each treebank's
 row from this project above the paper's (multilingual BERT; Table 4 as the spec note copies it).
-The paper's modifier-list numbers come from its count version (spec 4.5), so ours are shown in
-both versions. Usage: scripts/unn_ud_summary.py OUT_DIR"""
+The paper's modifier-list numbers come from the authors' code, which counts on packed matrices
+(spec 4.5: `modlist_packed` here), so ours are shown as the paper defines the metric (set) and as
+its code computes it (packed). Usage: scripts/unn_ud_summary.py OUT_DIR"""
 import json
 import pathlib
 import sys
@@ -18,7 +19,7 @@ PAPER = {  # treebank: (UAS, modifier lists, exact match), k = 1..5
     "te_mtg": ([89.72, 89.72, 90.00, 88.45, 87.75], [72.87, 72.87, 73.68, 66.80, 65.99],
                [75.69, 77.08, 79.17, 71.53, 70.14]),
 }
-METRICS = [("UAS", "uas", 0), ("Modifier lists (set / count)", None, 1),
+METRICS = [("UAS", "uas", 0), ("Modifier lists (set / the authors' packed count, as Table 4)", None, 1),
            ("Exact match", "exact_match", 2)]
 
 
@@ -26,7 +27,7 @@ def cell(result, key):
     if result is None:
         return "—"
     if key is None:
-        return f"{100 * result['modlist_set']:.2f} / {100 * result['modlist_count']:.2f}"
+        return f"{100 * result['modlist_set']:.2f} / {100 * result['modlist_packed']:.2f}"
     return f"{100 * result[key]:.2f}"
 
 

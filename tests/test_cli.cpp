@@ -497,7 +497,7 @@ TEST(Cli, GsdmReferenceSwitchesTrainAndRefuseBadValues) {
   EXPECT_TRUE(contains(r.output, "--observed-embedding-init: must be >= 0, got -1")) << r.output;
   r = run("sudoku train --size 4 --observed-embedding-init inf --train-steps 1 --out " + model);
   EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "initial std must be finite and >= 0")) << r.output;
+  EXPECT_TRUE(contains(r.output, "--observed-embedding-init: must be a finite number >= 0, got inf")) << r.output;
   r = run("sudoku train --size 4 --time-path tanh --out " + model);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_TRUE(contains(r.output, "--time-path")) << r.output;
@@ -617,10 +617,10 @@ TEST(Cli, BadTrainingValuesAreUsageErrorsBeforeAnyWork) {
     std::string args, message;
   };
   for (const Case& c : std::vector<Case>{
-           {"--clip -1", "--clip must be a number > 0 (inf: no clipping), got -1"},
-           {"--clip 0", "--clip must be a number > 0 (inf: no clipping), got 0"},
-           {"--train-steps -5", "--train-steps must be >= 1, got -5"},
-           {"--lr nan", "--lr must be a finite number > 0, got nan"},
+           {"--clip -1", "--clip: must be > 0 (or inf), got -1"},
+           {"--clip 0", "--clip: must be > 0 (or inf), got 0"},
+           {"--train-steps -5", "--train-steps: must be > 0, got -5"},
+           {"--lr nan", "--lr: must be a finite number > 0, got nan"},
            {"--resume", "--resume needs --checkpoint FILE"},
            {"--threads 100000", "--threads: Value 100000 not in range 1 to"},
            {"--train-steps 2.7", "--train-steps"},
@@ -1180,9 +1180,9 @@ TEST(ValueDomains, MessagesNameTheValueAndHelpShowsTheRealDefault) {
   };
   const std::vector<Case> cases = {
       {"--seed -1 pattern --workload sudoku9", "--seed: must be >= 0, got -1"},
-      {"--rank-timeout inf pattern --workload sudoku9", "must be > 0 and finite, got inf"},
-      {"difformer train --weight-decay -1", "must be >= 0 and finite, got -1"},
-      {"difformer train --weight-decay nan", "must be >= 0 and finite, got nan"},
+      {"--rank-timeout inf pattern --workload sudoku9", "--rank-timeout: must be a finite number > 0, got inf"},
+      {"difformer train --weight-decay -1", "--weight-decay: must be >= 0, got -1"},
+      {"difformer train --weight-decay nan", "must be a finite number >= 0, got nan"},
       {"tracformer train --dropout nan", "must be a finite number, got nan"},
       {"sudoku train --clip -inf --out x.pt", "must be > 0 (or inf), got -inf"},
       {"bogus", "unknown command 'bogus' for 'structdiff'; the commands are bench, pattern"},

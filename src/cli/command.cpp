@@ -29,12 +29,16 @@ void print_training_summary(const train::LoopResult& result, const std::string& 
 }
 
 void add_training_loop_options(CLI::App& command, train::LoopOptions& options) {
-  command.add_option("--train-steps", options.steps, "Total optimiser steps")->capture_default_str();
+  command.add_option("--train-steps", options.steps, "Total optimiser steps")
+      ->check(positive())
+      ->capture_default_str();
   command.add_option_function<double>(
              "--max-minutes", [&options](double minutes) { options.max_seconds = minutes * 60.0; },
              "Stop (and checkpoint) after this many minutes of this run (default: no limit)")
       ->check(positive());
-  command.add_option("--lr", options.learning_rate, "AdamW learning rate")->capture_default_str();
+  command.add_option("--lr", options.learning_rate, "AdamW learning rate")
+      ->check(positive())
+      ->capture_default_str();
   command.add_option("--weight-decay", options.weight_decay,
                      "AdamW decoupled weight decay, on matrices only")
       ->capture_default_str();

@@ -17,15 +17,15 @@ bool as_number(const std::string& text, double& value) {
 
 CLI::Validator bound(bool strict, bool infinity, const std::string& description,
                      const std::string& name) {
+  const std::string limit = strict ? "> 0" : ">= 0";
   return CLI::Validator(
-      [strict, infinity](std::string& text) -> std::string {
+      [strict, infinity, limit](std::string& text) -> std::string {
         double value = 0;
         if (!as_number(text, value)) return "'" + text + "' is not a number";
-        const bool ok = (strict ? value > 0 : value >= 0) &&  // NaN fails both
-                        (infinity || std::isfinite(value));
-        if (ok) return "";
-        return std::string("must be ") + (strict ? "> 0" : ">= 0") +
-               (infinity ? " (or inf)" : " and finite") + ", got " + text;
+        const bool in_bound = strict ? value > 0 : value >= 0;  // NaN is in neither
+        if (infinity) return in_bound ? "" : "must be " + limit + " (or inf), got " + text;
+        if (!std::isfinite(value)) return "must be a finite number " + limit + ", got " + text;
+        return in_bound ? "" : "must be " + limit + ", got " + text;
       },
       description, name);
 }
