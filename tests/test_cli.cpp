@@ -298,7 +298,7 @@ TEST(Cli, GsdmTrainEvalSampleAnyProblem) {
   EXPECT_TRUE(contains(r.output, "840 variables in 4 arrays; mask: 18478 entries")) << r.output;
   // The problem's defaults apply, so help shows no generic ones.
   r = run("gsdm train --help");
-  EXPECT_TRUE(contains(r.output, "--lr FLOAT                  AdamW learning rate (default: the problem's)"))
+  EXPECT_TRUE(contains(r.output, "--lr FLOAT:POSITIVE         AdamW learning rate (default: the problem's)"))
       << r.output;
   EXPECT_TRUE(contains(r.output, "--dim INT:POSITIVE          Embedding dimension (default: the problem's)"))
       << r.output;
