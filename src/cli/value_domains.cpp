@@ -52,18 +52,11 @@ CLI::Validator no_minus_sign() {
       "", "not-negative");
 }
 
-bool declares_domain(CLI::Option& option) {
+// CLI11 answers "which validators" only by throwing for a missing one: by name, or by index.
+template <typename Key>
+bool has_validator(CLI::Option& option, Key key) {
   try {
-    option.get_validator(0);
-    return true;
-  } catch (const CLI::OptionNotFound&) {
-    return false;
-  }
-}
-
-bool allows_infinity(CLI::Option& option) {
-  try {
-    option.get_validator(kAllowsInfinity);
+    option.get_validator(key);
     return true;
   } catch (const CLI::OptionNotFound&) {
     return false;
@@ -99,8 +92,10 @@ CLI::Validator positive_or_infinite() {
 void apply_value_domains(CLI::App& app) {
   walk(app, "", [](const std::string&, CLI::Option& option) {
     const std::string type = base_type(option);
-    if (type == "FLOAT" && !allows_infinity(option)) option.check(finite());
-    if (type == "UINT" || (type == "INT" && !declares_domain(option))) {
+    if (type == "FLOAT" && !has_validator(option, std::string(kAllowsInfinity))) {
+      option.check(finite());
+    }
+    if (type == "UINT" || (type == "INT" && !has_validator(option, 0))) {
       option.check(no_minus_sign());
     }
   });
