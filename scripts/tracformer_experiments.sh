@@ -58,7 +58,7 @@ shape() {  # MODEL -> architecture and shape options
 }
 
 # Milliseconds per training step at one thread, two runs at a time: the median over steps of each
-# model's seed-2 run of 600 steps (docs/results/tracformer/study/*-s2/train.jsonl; TF-CAR's is the
+# model's seed-2 run of 600 steps (study/*-s2/train.jsonl in docs/results/tracformer/study.tar.xz; TF-CAR's is the
 # mean of its two seeds').
 step_ms() {
   case $1 in

@@ -3,6 +3,9 @@
 
 Usage: scripts/tracformer_summary.py OUT_DIR [--seeds 1,2] [--equal-time] [--png FIGURE.png]
 
+OUT_DIR is the experiments' directory, or the same packed as a .tar.xz (the committed study:
+docs/results/tracformer/study.tar.xz, made by scripts/pack_results.py).
+
 Every model was scored on the same test crops with the same masks, so models are compared crop by
 crop: a difference in bits per character comes with a 95 % paired bootstrap interval over crops
 (2,000 resamples, seed 0). Seeds are averaged crop by crop before comparing. With --equal-time the
@@ -14,6 +17,8 @@ import json
 import pathlib
 import random
 import sys
+import tarfile
+import tempfile
 
 PAIRS = [("tf-car", "bart"), ("tf-ac", "bert"), ("tf-car", "ar"), ("tf-car", "tf-car-dense"),
          ("tf-car", "tf-car-mixed"), ("tf-car-mixed", "ar")]
@@ -44,10 +49,26 @@ def evaluations(directory, model, equal_time):
     return directory / "eval" if model in BUDGET_IS_N_STEPS else None
 
 
+def unpacked(out_dir, scratch):
+    """OUT_DIR itself, or the one directory its .tar.xz holds, unpacked under `scratch`."""
+    path = pathlib.Path(out_dir)
+    if path.is_dir():
+        return path
+    with tarfile.open(path) as archive:
+        archive.extractall(scratch, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    (top,) = pathlib.Path(scratch).iterdir()
+    return top
+
+
 def load(out_dir, seeds, equal_time=False):
     """{model: {eval name: (per-crop bits summed over seeds, per-crop chars, seeds)}}"""
+    with tempfile.TemporaryDirectory() as scratch:
+        return load_runs(unpacked(out_dir, scratch), seeds, equal_time)
+
+
+def load_runs(root, seeds, equal_time):
     models = {}
-    for directory in sorted(pathlib.Path(out_dir).glob("*-s*")):
+    for directory in sorted(root.glob("*-s*")):
         model, seed = directory.name.rsplit("-s", 1)
         found = evaluations(directory, model, equal_time)
         if (seeds and seed not in seeds) or found is None:

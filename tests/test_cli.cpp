@@ -289,7 +289,7 @@ TEST(Cli, GsdmTrainEvalSampleAnyProblem) {
   EXPECT_TRUE(contains(r.output, "u    given")) << r.output;
   EXPECT_TRUE(contains(r.output, "P    sample")) << r.output;
   r = run("gsdm train --problem sortng --train-steps 1 --out " + model);
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(contains(r.output, "unknown problem 'sortng' (did you mean 'sorting'?)")) << r.output;
   r = run("gsdm train --problem sorting --size 1 --train-steps 1 --out " + model);
   EXPECT_TRUE(contains(r.output, "--size for sorting (list length) must be in 2 .. 64, got 1"))
@@ -302,6 +302,35 @@ TEST(Cli, GsdmTrainEvalSampleAnyProblem) {
       << r.output;
   EXPECT_TRUE(contains(r.output, "--dim INT:POSITIVE          Embedding dimension (default: the problem's)"))
       << r.output;
+}
+
+// --init-from starts from a file's weights: a one-step run at a negligible learning rate scores as
+// the file does; a file of another architecture or problem is refused by what differs.
+TEST(Cli, GsdmTrainStartsFromAModelFile) {
+  const std::string first = temp_path("init-first.pt"), second = temp_path("init-second.pt");
+  const std::string common = "gsdm train --problem sorting --size 3 --dim 16 --blocks 1 --heads 2 ";
+  ASSERT_EQ(run(common + "--train-steps 30 --out " + first).exit_code, 0);
+  Result r = run(common + "--train-steps 1 --lr 1e-12 --warmup 0 --init-from " + first + " --out " + second);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto rmse = [](const std::string& model) {
+    const std::string json = temp_path("init-eval.json");
+    const Result e = run("--seed 3 gsdm eval --model " + model + " --count 8 --sample-steps 4 --json " + json);
+    EXPECT_EQ(e.exit_code, 0) << e.output;
+    return nlohmann::json::parse(std::ifstream(json))["metrics"]["rmse"].get<double>();
+  };
+  EXPECT_NEAR(rmse(second), rmse(first), 1e-5);
+  const nlohmann::json info = nlohmann::json::parse(run("model info --json " + second).output);
+  EXPECT_EQ(info["config"]["initialised_from"]["trained_steps"], 30) << info.dump();
+  r = run("gsdm train --problem sorting --size 3 --dim 32 --blocks 1 --heads 2 --train-steps 1 "
+          "--init-from " + first + " --out " + second);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.output, "--init-from " + first + ": model dim is 16 in the file and 32 here"))
+      << r.output;
+  r = run("gsdm train --problem sorting --size 4 --dim 16 --blocks 1 --heads 2 --train-steps 1 "
+          "--init-from " + first + " --out " + second);
+  EXPECT_TRUE(contains(r.output, "problem option size is [3] in the file and [4] here")) << r.output;
+  r = run("gsdm train --problem bcmf --train-steps 1 --init-from " + first + " --out " + second);
+  EXPECT_TRUE(contains(r.output, "it is a model of sorting, this run trains bcmf")) << r.output;
 }
 
 // Size generalisation: an EE model of BCMF runs at other sizes; an IE one is refused by name.
@@ -358,7 +387,7 @@ TEST(Cli, GsdmTrainsOnANewSizePerBatch) {
   EXPECT_TRUE(contains(r.output, "--size-range '1..': give the smallest and largest size as "
                                  "LOW..HIGH")) << r.output;
   r = run("gsdm train --problem bcmf --size-range 1,1,1..300,3,2 --out " + model);
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(contains(r.output, "--size-range: --size for bcmf (m,n,k: E is m x n, the rank k) "
                                  "must be in 1,1,1 .. 256,256,32, got 300,3,2")) << r.output;
 }
@@ -802,7 +831,8 @@ TEST(Cli, SizesBeyondTheMachineAreRefusedBeforeAllocating) {
     std::string args, message;
   };
   for (const Case& c : std::vector<Case>{
-           {"pattern --builder full --tokens 10000000", "a full pattern of 100000000000000 entries needs 800000.0 GB of memory"},
+           {"pattern --builder full --tokens 10000000", "a full pattern of 1e+07 rows and 1e+14 entries needs 1600000.3 GB of memory"},
+           {"pattern --builder window --tokens 2000000000", "a sliding_window pattern of 2e+09 rows and"},
            {"difformer train --dataset csbm --nodes 1000000000 --epochs 1", "a CSBM graph of 1000000000 nodes needs"},
            {"ddpm sample --model " + std::string(STRUCTDIFF_SOURCE_DIR) + "/models/ddpm-fashion-mnist.pt --count 1000000000 --out " + temp_path("huge.png"),
             "1000000000 images in batches of"},
@@ -1039,6 +1069,8 @@ TEST(Cli, TracformerBadInputIsNamed) {
   const std::string text = tracformer_text(), model = temp_path("tf-bad.pt");
   const std::string empty = temp_path("empty.txt"), binary = temp_path("binary.txt");
   std::ofstream(empty).close();
+  const std::string blank = temp_path("blank.txt");
+  std::ofstream(blank) << " \n\t\n";
   std::ofstream(binary, std::ios::binary) << std::string("ab\0\xFF", 4);
   const std::string unknown = temp_path("unknown.txt");
   std::ofstream(unknown) << "\xE6\x97\xA5\xE6\x9C\xAC";  // characters the model never saw
@@ -1055,8 +1087,10 @@ TEST(Cli, TracformerBadInputIsNamed) {
       {plain + " --heads 3", "multiple of heads"},
       {train + " --text " + text + " --architecture gpt", "accepted: tracformer"},
       {train + " --text " + text + " --attention favor-softmax", "cannot be restricted to a pattern"},
-      {train + " --text " + text + " --mask-ratio 0", "mask ratio must be in (0, 1]"},
-      {plain + " --span-mean 0.5", "span mean must be"},
+      {train + " --text " + text + " --mask-ratio 0", "--mask-ratio: must be in (0, 1], got 0"},
+      {plain + " --span-mean 0.5", "--span-mean: must be >= 1, got 0.5"},
+      {train + " --text " + blank, "holds only white space: nothing to learn from"},
+      {train + " --text /dev/zero", "text file /dev/zero is larger than the 256 MiB a text file may have"},
       {plain + " --block-size 100000", "fewer than the block size"},
   };
   for (const Case& c : cases) {
@@ -1186,6 +1220,12 @@ TEST(ValueDomains, MessagesNameTheValueAndHelpShowsTheRealDefault) {
       {"tracformer train --dropout nan", "must be a finite number, got nan"},
       {"sudoku train --clip -inf --out x.pt", "must be > 0 (or inf), got -inf"},
       {"bogus", "unknown command 'bogus' for 'structdiff'; the commands are bench, pattern"},
+      // Checked by the library, as the command line is read: the same in --dry-run as in a run.
+      {"gsdm train --problem chess", "unknown problem 'chess'"},
+      {"gsdm train --problem sorting --size 0", "--size for sorting (list length) must be in 2 .. 64, got 0"},
+      {"gsdm mask --problem bcmf --variant wide", "--variant"},
+      {"tracformer train --mask-ratio 2", "--mask-ratio: must be in (0, 1], got 2"},
+      {"tracformer eval --span-mean 0.5", "--span-mean: must be >= 1, got 0.5"},
   };
   for (const Case& c : cases) {
     const Result r = run("--dry-run " + c.args);
@@ -1196,6 +1236,20 @@ TEST(ValueDomains, MessagesNameTheValueAndHelpShowsTheRealDefault) {
   EXPECT_EQ(run("--dry-run sudoku train --clip inf --out " + temp_path("clip.pt")).exit_code, 0);
   EXPECT_TRUE(contains(run("tracformer train --help").output, "--lr-decay TEXT:{constant,cosine}=cosine"))
       << run("tracformer train --help").output;
+}
+
+// Readers stop at a stated size instead of reading without end (tracformer's --text is checked
+// with its other inputs in TracformerBadInputIsNamed).
+TEST(Cli, ReadersTakeBoundedInput) {
+  const std::string sudoku = std::string(STRUCTDIFF_SOURCE_DIR) + "/models/sudoku9.pt";
+  Result r = run("sudoku solve --model " + sudoku + " --file /dev/zero");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(line_count(r.output), 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "puzzle file /dev/zero is larger than the 16 MiB a puzzle file may have"))
+      << r.output;
+  r = run("gsdm mask --spec /dev/zero");
+  EXPECT_EQ(line_count(r.output), 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "graphical model spec /dev/zero is larger than the 64 MiB")) << r.output;
 }
 
 // A classifier scores only images of the dataset it was trained on, and is checked before any

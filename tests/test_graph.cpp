@@ -114,7 +114,7 @@ TEST(GraphicalModel, ValidationMessagesNameTheProblem) {
                               "embedding_groups": [["x[0]", "x[1]"], ["x[1]"]]})"),
                     std::invalid_argument, "embedding_groups[1]: 'x[1]' is already in embedding group 0");
   EXPECT_THROW_WITH(GraphicalModel::load("/nonexistent/spec.json"), std::invalid_argument,
-                    "cannot open graphical model spec '/nonexistent/spec.json'");
+                    "graphical model spec /nonexistent/spec.json does not exist");
 }
 
 TEST(Theorem31, SudokuRowsWithinABandAreInvariantAcrossBandsNot) {

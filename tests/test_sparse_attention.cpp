@@ -4,6 +4,7 @@
 // PatternBatch cache under concurrent first use. On a machine with a GPU, the CUDA kernel against
 // the CPU kernel on the same cases (skipped, and reported so, without one).
 #include <atomic>
+#include <limits>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -218,6 +219,51 @@ class TwoThreads {
  private:
   int saved_;
 };
+
+// NaN in, NaN out, as PyTorch's masked softmax: a NaN or infinite query or key makes exactly the
+// rows that use it NaN (never zeros, never rows that do not attend to it); a NaN value makes at
+// least the rows that attend to it NaN. Neighbour lists and tiles, float32 and float64.
+TEST(SparseAttention, NonFiniteInputsPropagateAsInDenseAttention) {
+  const TwoThreads threads;
+  torch::NoGradGuard no_gradient;
+  const std::vector<AttentionPattern> patterns = {patterns::random_per_row(40, 40, 7, 11),
+                                                  sudoku_pattern(4), cliques_with_leftovers()};
+  for (const AttentionPattern& pattern : patterns) {
+    const PatternBatch batch(pattern);
+    const int64_t n = pattern.num_queries();
+    const torch::Tensor attends = batch.dense_mask(torch::kCPU).squeeze(0);  // (n, n)
+    for (const torch::ScalarType dtype : {torch::kFloat, torch::kDouble}) {
+      for (const double bad : {std::nan(""), std::numeric_limits<double>::infinity()}) {
+        const std::string where = std::to_string(n) + " nodes, tiled entries " +
+                                  std::to_string(batch.tiled_entries()) + ", " +
+                                  c10::toString(dtype) + ", input " + std::to_string(bad);
+        const auto nan_rows = [&](const Inputs& in) {
+          const torch::Tensor sparse =
+              sparse_attention(in[0], in[1], in[2], batch, Scaling::inverse_sqrt_dim);
+          const torch::Tensor dense =
+              dense_attention(in[0], in[1], in[2], Scaling::inverse_sqrt_dim, &batch);
+          return std::make_pair(torch::isnan(sparse).any(-1)[0][0], torch::isnan(dense).any(-1)[0][0]);
+        };
+        torch::manual_seed(5);
+        Inputs in = random_qkv(1, 2, n, n, 16, dtype);
+        in[0][0][0][3].fill_(bad);
+        auto [sparse, dense] = nan_rows(in);
+        EXPECT_TRUE(sparse.equal(dense)) << "query: " << where;
+        EXPECT_TRUE(sparse[3].item<bool>()) << "query: " << where;
+        in = random_qkv(1, 2, n, n, 16, dtype);
+        in[1][0][0][5].fill_(bad);
+        std::tie(sparse, dense) = nan_rows(in);
+        EXPECT_TRUE(sparse.equal(dense)) << "key: " << where;
+        EXPECT_TRUE(sparse.equal(attends.select(1, 5))) << "key: " << where;
+        in = random_qkv(1, 2, n, n, 16, dtype);
+        in[2][0][0][5].fill_(std::nan(""));
+        std::tie(sparse, dense) = nan_rows(in);
+        EXPECT_TRUE(sparse.logical_or(attends.select(1, 5).logical_not()).all().item<bool>())
+            << "value: " << where;
+      }
+    }
+  }
+}
 
 TEST(SparseAttentionTiles, CliquePatternsAreCoveredWhereTilesPay) {
   // Sudoku's rows, columns and boxes are its cliques: from 16 x 16 on, every entry is in a tile.

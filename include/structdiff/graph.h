@@ -99,7 +99,9 @@ class GraphicalModel {
   // The description from_json reads back to this model: arrays, every edge and factor element by
   // element, embedding groups (e.g. to hand a traced program to `structdiff gsdm mask --spec`).
   nlohmann::json to_json() const;
+  // Reads at most kMaxSpecBytes.
   static GraphicalModel load(const std::string& path);
+  static constexpr int64_t kMaxSpecBytes = int64_t{64} << 20;
 
  private:
   std::vector<Array> arrays_;

@@ -38,6 +38,13 @@ int64_t available_memory_bytes();
 // once instead of swapping, hanging or being killed.
 void require_memory(double bytes, const std::string& what);
 
+// The whole content of the file at `path` (a regular file, a pipe or a device), read up to
+// `max_bytes`: a reader never reads without end (/dev/zero) nor fills the memory with one input.
+// Throws std::invalid_argument naming `what` and the path for a file that is missing, a
+// directory, unreadable, or larger than the limit ("... is larger than the 256 MiB a text file
+// may have").
+std::string read_bounded(const std::string& path, int64_t max_bytes, const std::string& what);
+
 // Tracks CPU tensor allocations made on this thread while alive, through libtorch's
 // memory-reporting hook; reports the peak of bytes allocated beyond the level at construction.
 class PeakMemoryTracker {

@@ -49,8 +49,9 @@ struct TextSplits {
   int64_t blocks = 0;
 };
 TextSplits split_text(const std::u32string& text);
-// Reads a UTF-8 text file; throws std::invalid_argument for a missing, unreadable, empty or
-// non-text file, naming it.
+// Reads a UTF-8 text file of at most kMaxTextBytes; throws std::invalid_argument for a missing,
+// unreadable, empty, blank, too large or non-text file, naming it.
+constexpr int64_t kMaxTextBytes = int64_t{256} << 20;
 std::u32string read_text_file(const std::string& path);
 
 // ---- span masking --------------------------------------------------------------------------

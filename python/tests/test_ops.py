@@ -142,3 +142,62 @@ def test_bad_input_raises_with_a_clear_message():
         assert "Exception raised from" not in str(error.value)
     with pytest.raises(TypeError):
         structdiff.sparse_attention(q, k, v, "not a pattern")
+    # Fractions are refused, not cut to the integer below; so are empty heads and NaN scales.
+    with pytest.raises(TypeError, match="edges must be .query, key. pairs of ints, got torch.float"):
+        structdiff.Pattern.from_edges(5, [(0.5, 1.7)])
+    with pytest.raises(ValueError, match="q has head_dim 0"):
+        structdiff.sparse_attention(q[..., :0], k[..., :0], v[..., :0], p)
+    with pytest.raises(ValueError, match="scale must be a finite number, got nan"):
+        structdiff.sparse_attention(q, k, v, p, scale=float("nan"))
+    with pytest.raises(ValueError, match=r"num_nodes must be in 0 \.\. 2\*\*63 - 1, got -1"):
+        structdiff.Pattern.from_edges(-1, [])
+
+
+RAW_TEXT = ("Exception raised from", "json.exception", "PytorchStreamReader", "bad_alloc",
+            "enforce fail", "Traceback", "c10::")
+HOSTILE = [float("nan"), float("inf"), -float("inf"), -1, 0, 10**12, 10**30, 2.5, "x", None, True,
+           [1, 2], torch.zeros(3, dtype=torch.long)]
+
+
+def public_calls():
+    """Each public function of the package with arguments it accepts, by name."""
+    q, k, v = (t.detach() for t in qkv(1, 2, 5, 5, 4))
+    p = structdiff.Pattern.from_edges(5, [(0, 1), (1, 0), (2, 2)])
+    projection = structdiff.favor_projection(8, 4, dtype=torch.float64)
+    return [
+        (structdiff.Pattern.from_edges, dict(num_nodes=5, edges=[(0, 1)], symmetrize=False, self_edges=False)),
+        (structdiff.Pattern.from_graph_spec, dict(spec={"arrays": [{"name": "x", "shape": [2]}]})),
+        (structdiff.Pattern.of_problem, dict(problem="sorting", size=[3], intermediates=True, variant="")),
+        (structdiff.Pattern.tracformer_encoder, dict(tokens=16, layer=1, n_max=3, direction="prefix")),
+        (structdiff.Pattern.tracformer_decoder, dict(tokens=16, num_layers=2, layer=1, direction="prefix")),
+        (structdiff.Pattern.causal, dict(n=6)),
+        (structdiff.Pattern.sliding_window, dict(n=6, left=1, right=1)),
+        (structdiff.Pattern, dict(row_offsets=p.row_offsets, col_indices=p.col_indices, num_keys=5)),
+        (structdiff.Pattern.stack, dict(patterns=[p, p])),
+        (structdiff.sparse_attention, dict(q=q, k=k, v=v, pattern=p, scale=0.5)),
+        (structdiff.SparseAttention, dict(pattern=p, scale=None)),
+        (structdiff.linear_attention, dict(q=q, k=k, v=v, eps=1e-6)),
+        (structdiff.favor_projection, dict(num_features=8, head_dim=4, orthogonal=True, seed=0, dtype=torch.float64)),
+        (structdiff.favor_attention, dict(q=q, k=k, v=v, projection=projection, kernel="softmax", eps=1e-4)),
+        (structdiff.diffusivity_simple, dict(q=q, k=k, v=v, norm="per_node")),
+        (structdiff.load_model_file, dict(path=os.path.join(SOURCE, "models", "gsdm-sorting5.pt"))),
+    ]
+
+
+@pytest.mark.parametrize("function, arguments", public_calls(), ids=lambda x: getattr(x, "__qualname__", ""))
+def test_every_argument_refuses_hostile_values_in_one_line(function, arguments):
+    """The Python API's fuzzer: each argument of each public function, in turn, gets each hostile
+    value; the call succeeds or raises TypeError / ValueError with one line of structdiff's words,
+    in bounded time (a huge size is refused before allocating, not tried)."""
+    import time
+    function(**arguments)  # the arguments themselves are fine
+    for name in arguments:
+        for value in HOSTILE:
+            started = time.monotonic()
+            try:
+                function(**{**arguments, name: value})
+            except (TypeError, ValueError) as error:
+                message = str(error)
+                assert "\n" not in message.strip(), (name, value, message)
+                assert not any(raw in message for raw in RAW_TEXT), (name, value, message)
+            assert time.monotonic() - started < 10, (name, value)

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "structdiff/attention.h"
+#include "structdiff/runtime.h"
 
 namespace structdiff {
 namespace {
@@ -83,6 +84,11 @@ torch::Tensor favor_projection(int64_t num_features, int64_t head_dim, bool orth
         std::string("favor_projection: dtype must be float32 or float64, got ") +
         c10::toString(dtype));
   }
+  // The blocks, their concatenation and the result: about three copies.
+  require_memory(3.0 * static_cast<double>(num_features) * static_cast<double>(head_dim) *
+                     static_cast<double>(c10::elementSize(dtype)),
+                 "favor_projection of " + std::to_string(num_features) + " x " +
+                     std::to_string(head_dim));
   // An undefined generator means the global default one, which lives on the CPU.
   const auto options = torch::TensorOptions().dtype(dtype).device(
       generator.defined() ? generator.device() : torch::Device(torch::kCPU));

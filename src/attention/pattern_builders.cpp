@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <random>
 #include <stdexcept>
@@ -64,10 +65,15 @@ void require_non_negative(const char* builder, const char* name, int64_t value) 
   }
 }
 
-// A pattern stores one 8-byte key index per entry.
-void require_pattern_memory(const char* builder, double entries) {
-  require_memory(entries * sizeof(int64_t), std::string("a ") + builder + " pattern of " +
-                                                std::to_string(static_cast<int64_t>(entries)) + " entries");
+// A pattern stores one 8-byte key index per entry and an 8-byte offset per row; builders that
+// gather rows first hold a vector (24 bytes) per row beside them. Checked before any of it is
+// allocated, so a size the machine cannot hold is refused by name instead of dying in the
+// allocator.
+void require_pattern_memory(const char* builder, double rows, double entries) {
+  char size[64];
+  std::snprintf(size, sizeof size, "%.4g rows and %.4g entries", rows, entries);
+  require_memory(32.0 * (rows + 1) + 16.0 * entries,
+                 std::string("a ") + builder + " pattern of " + size);
 }
 
 std::string range_text(int64_t n) { return "[0, " + std::to_string(n) + ")"; }
@@ -115,7 +121,8 @@ void add_linear_samples(PatternAssembler& assembler, int64_t first, int64_t last
 AttentionPattern full(int64_t num_queries, int64_t num_keys) {
   require_non_negative("full", "num_queries", num_queries);
   require_non_negative("full", "num_keys", num_keys);
-  require_pattern_memory("full", static_cast<double>(num_queries) * static_cast<double>(num_keys));
+  require_pattern_memory("full", static_cast<double>(num_queries),
+                         static_cast<double>(num_queries) * static_cast<double>(num_keys));
   PatternAssembler assembler(num_queries, num_keys);
   for (int64_t query = 0; query < num_queries; ++query) {
     assembler.add_range(0, num_keys - 1);
@@ -126,7 +133,8 @@ AttentionPattern full(int64_t num_queries, int64_t num_keys) {
 
 AttentionPattern causal(int64_t n) {
   require_non_negative("causal", "n", n);
-  require_pattern_memory("causal", static_cast<double>(n) * static_cast<double>(n + 1) / 2);
+  require_pattern_memory("causal", static_cast<double>(n),
+                         static_cast<double>(n) * static_cast<double>(n + 1) / 2);
   PatternAssembler assembler(n, n);
   for (int64_t query = 0; query < n; ++query) {
     assembler.add_range(0, query);
@@ -139,6 +147,9 @@ AttentionPattern sliding_window(int64_t n, int64_t left, int64_t right) {
   require_non_negative("sliding_window", "n", n);
   require_non_negative("sliding_window", "left", left);
   require_non_negative("sliding_window", "right", right);
+  const double width = std::min<double>(static_cast<double>(left), static_cast<double>(n)) +
+                       std::min<double>(static_cast<double>(right), static_cast<double>(n)) + 1;
+  require_pattern_memory("sliding_window", static_cast<double>(n), static_cast<double>(n) * width);
   PatternAssembler assembler(n, n);
   for (int64_t query = 0; query < n; ++query) {
     const int64_t first = std::max<int64_t>(0, query - left);
@@ -153,6 +164,9 @@ AttentionPattern sliding_window(int64_t n, int64_t left, int64_t right) {
 AttentionPattern from_edges(int64_t n, const std::vector<std::pair<int64_t, int64_t>>& edges,
                             EdgeOptions options) {
   require_non_negative("from_edges", "n", n);
+  require_pattern_memory("from_edges", static_cast<double>(n),
+                         static_cast<double>(edges.size()) * (options.symmetrize ? 2 : 1) +
+                             (options.self_edges ? static_cast<double>(n) : 0.0));
   std::vector<std::vector<int64_t>> rows(n);
   for (size_t position = 0; position < edges.size(); ++position) {
     const auto [query, key] = edges[position];
@@ -173,6 +187,12 @@ AttentionPattern from_edges(int64_t n, const std::vector<std::pair<int64_t, int6
 AttentionPattern from_cliques(int64_t n, const std::vector<std::vector<int64_t>>& cliques,
                               bool self_edges) {
   require_non_negative("from_cliques", "n", n);
+  double clique_entries = 0;
+  for (const auto& clique : cliques) {
+    clique_entries += static_cast<double>(clique.size()) * static_cast<double>(clique.size());
+  }
+  require_pattern_memory("from_cliques", static_cast<double>(n),
+                         clique_entries + (self_edges ? static_cast<double>(n) : 0.0));
   std::vector<std::vector<int64_t>> rows(n);
   for (size_t clique = 0; clique < cliques.size(); ++clique) {
     for (const int64_t member : cliques[clique]) {
@@ -202,6 +222,8 @@ AttentionPattern random_per_row(int64_t num_queries, int64_t num_keys, int64_t k
     throw std::invalid_argument("random_per_row: k = " + std::to_string(k) +
                                 " exceeds num_keys = " + std::to_string(num_keys));
   }
+  require_pattern_memory("random_per_row", static_cast<double>(num_queries) + static_cast<double>(num_keys),
+                         static_cast<double>(num_queries) * static_cast<double>(k));
   std::mt19937_64 rng(seed);
   std::vector<char> taken(num_keys, 0);
   std::vector<int64_t> row;
@@ -236,6 +258,8 @@ AttentionPattern tracformer_encoder(int64_t T, int64_t layer, int64_t n_max,
   // The candidate range reaches 2^(layer-1) tokens back (prefix) or ahead (suffix); capping the
   // reach at T changes nothing after clipping to [0, T).
   const int64_t reach = capped_power_of_two(layer - 1, std::max<int64_t>(T, 1));
+  require_pattern_memory("tracformer_encoder", static_cast<double>(T),
+                         static_cast<double>(T) * static_cast<double>(std::min(n_max, reach + 1)));
   PatternAssembler assembler(T, T);
   for (int64_t t = 0; t < T; ++t) {
     if (direction == Direction::prefix) {
@@ -262,6 +286,8 @@ AttentionPattern tracformer_decoder(int64_t T, int64_t num_layers, int64_t layer
   // Eqs. 5 and 6: keys congruent to t -+ 1 modulo 2^(L-l+1), strictly before (prefix) or after
   // (suffix) t. A modulus of T or more leaves only t -+ 1, so capping it at T is exact.
   const int64_t modulus = capped_power_of_two(num_layers - layer + 1, std::max<int64_t>(T, 1));
+  require_pattern_memory("tracformer_decoder", static_cast<double>(T),
+                         static_cast<double>(T) * (static_cast<double>(T) / static_cast<double>(modulus) + 1));
   PatternAssembler assembler(T, T);
   for (int64_t t = 0; t < T; ++t) {
     if (direction == Direction::prefix) {

@@ -179,13 +179,13 @@ void forward_rows(const SparseAttentionProblem& p, const T* q, const T* k, const
         axpy(scores[c], v_base + cols[c] * p.v_stride[2], acc.data(), dim);
       }
     }
-    if (running_sum > 0) {
+    if (running_sum == 0) {  // no keys: zeros, as the dense path gives
+      std::fill(out_row, out_row + dim, T(0));
+      logsumexp[flat] = 0;
+    } else {  // a NaN score made the sum NaN: the row comes out NaN, as PyTorch's softmax gives
       const T inverse = T(1) / running_sum;
       for (int64_t d = 0; d < dim; ++d) out_row[d] = acc[d] * inverse;
       logsumexp[flat] = running_max + std::log(running_sum);
-    } else {
-      std::fill(out_row, out_row + dim, T(0));
-      logsumexp[flat] = 0;
     }
   }
 }
@@ -239,21 +239,24 @@ void backward_rows(const SparseAttentionProblem& p, int64_t bh, const T* q, cons
 
 // row (width, a multiple of the lanes) = scale * row + bias.
 template <typename T>
+// Selected, not added, so that a NaN key stays out of the rows that do not attend to it.
 void scale_and_mask(T* row, const T* bias, T scale, int64_t width) {
   for (int64_t b = 0; b < width; b += kLanes<T>) {
-    store<T>(load(row + b) * scale + load(bias + b), row + b);
+    const Vec<T> masked = load(bias + b);
+    store<T>(masked < 0 ? masked : load(row + b) * scale, row + b);
   }
 }
 
 template <typename T>
+// NaN if the row holds one: a NaN row must not pass for a row that owns nothing (max -inf).
 T row_max(const T* row, int64_t width) {
   Vec<T> best = load(row);
   for (int64_t b = kLanes<T>; b < width; b += kLanes<T>) {
     const Vec<T> next = load(row + b);
-    best = next > best ? next : best;
+    best = (next > best) | (next != next) ? next : best;
   }
   T result = best[0];
-  for (int i = 1; i < kLanes<T>; ++i) result = std::max(result, best[i]);
+  for (int i = 1; i < kLanes<T>; ++i) result = best[i] > result || best[i] != best[i] ? best[i] : result;
   return result;
 }
 
@@ -572,13 +575,13 @@ void tiled_forward_slice(const SparseAttentionProblem& p, int64_t bh, const T* q
       axpy(weight, v_base + col * p.v_stride[2], acc_row, dim);
     }
     T* out_row = out_slice + row * dim;
-    if (s.row_sum[row] > 0) {
+    if (s.row_sum[row] == 0) {  // no keys (a NaN sum is normalised: NaN out)
+      std::fill(out_row, out_row + dim, T(0));
+      lse_slice[row] = 0;
+    } else {
       const T inverse = T(1) / s.row_sum[row];
       for (int64_t d = 0; d < dim; ++d) out_row[d] = acc_row[d] * inverse;
       lse_slice[row] = s.row_max[row] + std::log(s.row_sum[row]);
-    } else {
-      std::fill(out_row, out_row + dim, T(0));
-      lse_slice[row] = 0;
     }
   }
   if (!probabilities) return;

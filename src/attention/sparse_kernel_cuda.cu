@@ -144,12 +144,12 @@ __global__ void forward_kernel(SparseAttentionProblem p, const T* __restrict__ q
     acc.add_scaled(weight, v + slice.offset(p.v_stride, col), p.head_dim, lane);
   }
   T* out_row = out + flat * p.head_dim;
-  if (running_sum > 0) {
-    acc.store(out_row, T(1) / running_sum, p.head_dim, lane);
-    if (lane == 0) logsumexp[flat] = running_max + log_of(running_sum);
-  } else {
+  if (running_sum == T(0)) {  // no keys: zeros (a NaN sum is normalised: NaN out, as on the CPU)
     acc.store(out_row, T(0), p.head_dim, lane);
     if (lane == 0) logsumexp[flat] = 0;
+  } else {
+    acc.store(out_row, T(1) / running_sum, p.head_dim, lane);
+    if (lane == 0) logsumexp[flat] = running_max + log_of(running_sum);
   }
 }
 

@@ -28,7 +28,8 @@ void print_training_summary(const train::LoopResult& result, const std::string& 
               model_path.c_str());
 }
 
-void add_training_loop_options(CLI::App& command, train::LoopOptions& options) {
+void add_training_loop_options(CLI::App& command, train::LoopOptions& options,
+                               std::function<void()> more_checks) {
   command.add_option("--train-steps", options.steps, "Total optimiser steps")
       ->check(positive())
       ->capture_default_str();
@@ -65,12 +66,13 @@ void add_training_loop_options(CLI::App& command, train::LoopOptions& options) {
                      "JSONL metrics log (a resumed run drops the records after its checkpoint)")
       ->check(writable_file());
   // One check, the library's, for every value; at parse time, so a bad value is a usage error.
-  command.parse_complete_callback([&options] {
+  command.parse_complete_callback([&options, more_checks] {
     try {
       train::check_loop_options(options);
     } catch (const std::invalid_argument& error) {
       throw CLI::ValidationError(error.what());
     }
+    if (more_checks) more_checks();
   });
 }
 

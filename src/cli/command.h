@@ -45,7 +45,10 @@ double median_ms(const std::function<void()>& run, int min_runs, double budget_s
 // The shared training-loop options: --train-steps, --max-minutes, --lr, --lr-decay, --warmup,
 // --clip, --ema, --validate-every, --checkpoint, --checkpoint-every, --resume, --log.
 // `options` must outlive the parse (the subcommand's state).
-void add_training_loop_options(CLI::App& command, train::LoopOptions& options);
+// `more_checks`: the command's other parse-time checks (CLI11 keeps one such callback per
+// command, which the loop options' check takes).
+void add_training_loop_options(CLI::App& command, train::LoopOptions& options,
+                               std::function<void()> more_checks = {});
 
 // "trained N steps in S s (X s/step) to step T; final loss L; wrote PATH": N and the rate count
 // this run's steps only, T includes those before a resume.

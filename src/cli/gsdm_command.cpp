@@ -67,6 +67,14 @@ CLI::Option* add_problem_options(CLI::App& command, std::string& problem,
   return option;
 }
 
+// The check of the problem's name, sizes and variant, for a command's parse-time callback: usage
+// errors, the same under --dry-run as in a run.
+std::function<void()> problem_check(const std::string& problem, const gsdm::ProblemOptions& options) {
+  return [&problem, &options] {
+    if (!problem.empty()) gsdm::resolve_options(gsdm::find_problem(problem), options);
+  };
+}
+
 graph::GraphicalModel load(const GsdmOptions& o) {
   if (!o.spec.empty()) return graph::GraphicalModel::load(o.spec);
   if (!o.problem.empty()) {
@@ -112,6 +120,7 @@ void add_source_options(CLI::App* cmd, GsdmOptions& o) {
   auto* sudoku = cmd->add_option("--sudoku", o.sudoku_size, "Built-in Sudoku model of this side")
                      ->check(CLI::IsMember({4, 9, 16, 25}));
   auto* problem = add_problem_options(*cmd, o.problem, o.problem_options);
+  cmd->parse_complete_callback(problem_check(o.problem, o.problem_options));
   spec->excludes(sudoku);
   spec->excludes(problem);
   sudoku->excludes(problem);
@@ -132,8 +141,43 @@ struct TrainCommand {
   gsdm::TrainingOptions training;
   int64_t validation_examples = 64;
   std::string stop_at;
+  std::string init_from;
   std::string out = "gsdm.pt";
 };
+
+// --init-from: a model file of the same problem, size and architecture gives the starting weights
+// (its EMA weights, to both the trained and the averaged copy); the optimiser and the learning-rate
+// schedule start afresh. Returns what the new file records about its start.
+nlohmann::json start_from_model_file(const std::string& path, gsdm::ProblemModel& trained,
+                                     gsdm::ProblemModel& averaged) {
+  const gsdm::ProblemModel start = gsdm::load_problem_model(path);
+  const auto refuse = [&](const std::string& what) {
+    throw std::invalid_argument("--init-from " + path + ": " + what +
+                                "; give the options the file was trained with (structdiff model "
+                                "info " + path + " lists them)");
+  };
+  if (start.problem != trained.problem) {
+    refuse("it is a model of " + start.problem->name + ", this run trains " + trained.problem->name);
+  }
+  const nlohmann::json here = trained.metadata, there = start.metadata;
+  for (const char* part : {"problem_options", "model"}) {
+    for (const auto& [key, value] : here.at(part).items()) {
+      const nlohmann::json theirs = there.value(part, nlohmann::json::object()).value(key, nlohmann::json());
+      if (theirs != value) {
+        refuse(std::string(part == std::string("model") ? "model " : "problem option ") + key +
+               " is " + theirs.dump() + " in the file and " + value.dump() + " here");
+      }
+    }
+  }
+  torch::NoGradGuard no_grad;
+  const auto weights = start.model->named_parameters();
+  const auto buffers = start.model->named_buffers();
+  for (gsdm::ProblemModel* target : {&trained, &averaged}) {
+    for (auto& item : target->model->named_parameters()) item.value().copy_(weights[item.key()]);
+    for (auto& item : target->model->named_buffers()) item.value().copy_(buffers[item.key()]);
+  }
+  return {{"path", path}, {"trained_steps", there.value("trained_steps", nlohmann::json())}};
+}
 
 // --stop-at "accuracy>=1" or "rmse<=0.05": a validation metric and the level that ends training.
 struct StopCondition {
@@ -186,6 +230,8 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
     return gsdm::build_problem_model(metadata);
   }();
   gsdm::ProblemModel averaged = gsdm::build_problem_model(metadata);  // receives the EMA weights
+  nlohmann::json initialised_from;
+  if (!c.init_from.empty()) initialised_from = start_from_model_file(c.init_from, trained, averaged);
   trained.model->to(global.device);
   averaged.model->to(global.device);
 
@@ -245,6 +291,7 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
                                                   task, training, global.seed);
   if (!root) return;  // rank 0 writes for the run
   averaged.metadata["trained_steps"] = result.steps_done;
+  if (!initialised_from.is_null()) averaged.metadata["initialised_from"] = initialised_from;
   gsdm::save_problem_model(c.out, averaged);
   print_training_summary(result, c.out);
 }
@@ -377,7 +424,7 @@ void register_gsdm_train(CLI::App& parent, const GlobalOptions& global, Action& 
   if (problem != nullptr) problem->required();
   if (!fixed_problem.empty()) t->out = fixed_problem + ".pt";
   t->architecture_options = add_gsdm_model_options(*train, t->model);
-  add_training_loop_options(*train, t->training);
+  add_training_loop_options(*train, t->training, problem_check(t->problem, t->problem_options));
   t->learning_rate_option = train->get_option("--lr");
   // The problem supplies these defaults (paper Table 2), so --help must not show the generic ones.
   t->learning_rate_option->description("AdamW learning rate (default: the problem's)")->default_str("");
@@ -397,6 +444,10 @@ void register_gsdm_train(CLI::App& parent, const GlobalOptions& global, Action& 
   train->add_option("--stop-at", t->stop_at,
                     "End training at the first validation whose metric reaches a level, e.g. "
                     "'accuracy>=1' or 'rmse<=0.05' (quoted for the shell)");
+  train->add_option("--init-from", t->init_from,
+                    "Start from this model file's weights (same problem, size and architecture); "
+                    "the optimiser starts afresh, and a --checkpoint that exists wins with --resume")
+      ->check(CLI::ExistingFile);
   train->add_option("--out", t->out, "Trained model (EMA weights) to write")
       ->check(writable_file())
       ->capture_default_str();

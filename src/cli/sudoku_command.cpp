@@ -2,8 +2,8 @@
 // with it, evaluate it.
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -12,12 +12,15 @@
 
 #include "cli/command.h"
 #include "cli/gsdm_options.h"
+#include "structdiff/runtime.h"
 #include "structdiff/sudoku_model.h"
 
 namespace structdiff::cli {
 namespace {
 
 // ---- solve -------------------------------------------------------------------------------------
+
+constexpr int64_t kMaxPuzzleFileBytes = int64_t{16} << 20;  // 200,000 9x9 puzzles
 
 struct SolveCommand {
   std::string model_path;
@@ -37,8 +40,7 @@ void run_solve(const SolveCommand& c, const GlobalOptions& global) {
     names.push_back("the puzzle given");
   }
   if (!c.file.empty()) {
-    std::ifstream in(c.file);
-    if (!in) throw std::invalid_argument("cannot open " + c.file);
+    std::istringstream in(read_bounded(c.file, kMaxPuzzleFileBytes, "puzzle file"));
     int line_number = 0;
     for (std::string line; std::getline(in, line);) {
       ++line_number;

@@ -22,9 +22,11 @@ const char* const kDefaultText = "data/kjv/kjv.txt";
 
 // The span-masking options shared by train and eval.
 void add_span_options(CLI::App& command, data::SpanMasking& spans) {
-  command.add_option("--mask-ratio", spans.ratio, "Fraction of each crop hidden, in (0, 1]")
+  command.add_option("--mask-ratio", spans.ratio, "Fraction of each crop hidden")
+      ->check(fraction())
       ->capture_default_str();
-  command.add_option("--span-mean", spans.mean, "Mean hidden span length (>= 1)")
+  command.add_option("--span-mean", spans.mean, "Mean hidden span length")
+      ->check(at_least(1))
       ->capture_default_str();
   command.add_option_function<std::string>(
       "--span-dist",
@@ -33,6 +35,7 @@ void add_span_options(CLI::App& command, data::SpanMasking& spans) {
       },
       "Span lengths: geometric or logistic (default geometric)");
   command.add_option("--span-std", spans.stddev, "Logistic span lengths' standard deviation")
+      ->check(positive())
       ->capture_default_str();
 }
 

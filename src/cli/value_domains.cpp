@@ -83,6 +83,28 @@ void walk(CLI::App& app, const std::string& command,
 
 }  // namespace
 
+CLI::Validator fraction() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double value = 0;
+        if (!as_number(text, value)) return "'" + text + "' is not a number";
+        return value > 0 && value <= 1 ? "" : "must be in (0, 1], got " + text;
+      },
+      "FRACTION", "fraction");
+}
+
+CLI::Validator at_least(double low) {
+  const std::string limit = ">= " + CLI::detail::to_string(low);
+  return CLI::Validator(
+      [low, limit](std::string& text) -> std::string {
+        double value = 0;
+        if (!as_number(text, value)) return "'" + text + "' is not a number";
+        if (!std::isfinite(value)) return "must be a finite number " + limit + ", got " + text;
+        return value >= low ? "" : "must be " + limit + ", got " + text;
+      },
+      "AT LEAST " + CLI::detail::to_string(low), "at-least");
+}
+
 CLI::Validator positive() { return bound(true, false, "POSITIVE", "positive"); }
 CLI::Validator non_negative() { return bound(false, false, "NONNEGATIVE", "non-negative"); }
 CLI::Validator positive_or_infinite() {

@@ -18,6 +18,10 @@ namespace structdiff::cli {
 // "must be > 0, got -3" / "must be >= 0, got -3"; finite.
 CLI::Validator positive();
 CLI::Validator non_negative();
+// In (0, 1]: "must be in (0, 1], got 2".
+CLI::Validator fraction();
+// >= low, finite: "must be >= 1, got 0.5".
+CLI::Validator at_least(double low);
 // > 0 or inf (e.g. --clip inf: no clipping).
 CLI::Validator positive_or_infinite();
 

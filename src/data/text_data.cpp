@@ -2,14 +2,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <string>
-#include <sys/stat.h>
 
 #include <torch/torch.h>
 
+#include "structdiff/runtime.h"
 #include "structdiff/text_data.h"
 #include "util/text.h"
 
@@ -133,16 +131,11 @@ TextSplits split_text(const std::u32string& text) {
 }
 
 std::u32string read_text_file(const std::string& path) {
-  struct stat info {};
-  if (::stat(path.c_str(), &info) != 0)
-    throw std::invalid_argument("text file " + path + " does not exist");
-  if (S_ISDIR(info.st_mode)) throw std::invalid_argument("text file " + path + " is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::invalid_argument("cannot read text file " + path);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  const std::string content = bytes.str();
+  const std::string content = read_bounded(path, kMaxTextBytes, "text file");
   if (content.empty()) throw std::invalid_argument("text file " + path + " is empty");
+  if (content.find_first_not_of(" \t\r\n\f\v") == std::string::npos) {
+    throw std::invalid_argument("text file " + path + " holds only white space: nothing to learn from");
+  }
   return decode_utf8(content, "text file " + path);
 }
 

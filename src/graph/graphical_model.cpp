@@ -1,11 +1,9 @@
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -15,6 +13,7 @@
 #include <unordered_set>
 
 #include "structdiff/graph.h"
+#include "structdiff/runtime.h"
 #include "util/text.h"
 
 namespace structdiff::graph {
@@ -796,12 +795,8 @@ GraphicalModel GraphicalModel::load(const std::string& path) {
     throw std::invalid_argument(single_quoted(path, kWholePath) +
                                 " is a directory, not a graphical model spec");
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw std::invalid_argument("cannot open graphical model spec " +
-                                single_quoted(path, kWholePath) + ": " + std::strerror(errno));
-  }
-  if (in.peek() == std::ifstream::traits_type::eof()) {
+  const std::string text = read_bounded(path, kMaxSpecBytes, "graphical model spec");
+  if (text.empty()) {
     throw std::invalid_argument(
         single_quoted(path, kWholePath) +
         " is empty; a graphical model spec is a JSON object (docs/gsdm-spec.md)");
@@ -809,7 +804,7 @@ GraphicalModel GraphicalModel::load(const std::string& path) {
   json spec;
   DuplicateKeyCheck duplicate_keys;
   try {
-    spec = json::parse(in, [&](int depth, json::parse_event_t event, json& parsed) {
+    spec = json::parse(text, [&](int depth, json::parse_event_t event, json& parsed) {
       return duplicate_keys(depth, event, parsed);
     });
   } catch (const json::exception& error) {

@@ -43,6 +43,12 @@ auto python_errors(Body&& body) -> decltype(body()) {
     throw;
   } catch (const std::invalid_argument& error) {
     TORCH_CHECK_VALUE(false, error.what());
+  } catch (const nlohmann::json::exception& error) {
+    // "[json.exception.type_error.302] type must be ...": the bracketed id says nothing to a user.
+    const std::string message = error.what();
+    const size_t id_end = message.find("] ");
+    TORCH_CHECK_VALUE(false, "malformed JSON: ",
+                      id_end == std::string::npos ? message : message.substr(id_end + 2));
   } catch (const std::exception& error) {
     TORCH_CHECK(false, error.what());
   }
@@ -215,9 +221,10 @@ std::tuple<Tensor, Tensor, int64_t> from_edges_op(int64_t num_nodes, const Tenso
 std::tuple<Tensor, Tensor, int64_t> from_graph_spec_op(const std::string& spec) {
   return python_errors([&] {
     const bool inline_json = !spec.empty() && spec.front() == '{';
-    const graph::GraphicalModel model =
-        inline_json ? graph::GraphicalModel::from_json(nlohmann::json::parse(spec))
-                    : graph::GraphicalModel::load(spec);
+    if (!inline_json) return csr(graph::GraphicalModel::load(spec).compile());
+    const nlohmann::json parsed = nlohmann::json::parse(spec, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_discarded()) throw std::invalid_argument("the spec's text is not valid JSON");
+    const graph::GraphicalModel model = graph::GraphicalModel::from_json(parsed);
     return csr(model.compile());
   });
 }

@@ -1,0 +1,43 @@
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include "structdiff/runtime.h"
+
+namespace structdiff {
+
+std::string read_bounded(const std::string& path, int64_t max_bytes, const std::string& what) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) {
+    throw std::invalid_argument(what + " " + path +
+                                (errno == ENOENT ? std::string(" does not exist")
+                                                 : " cannot be read: " + std::string(std::strerror(errno))));
+  }
+  if (S_ISDIR(info.st_mode)) throw std::invalid_argument(what + " " + path + " is a directory");
+  const auto too_large = [&] {
+    const std::string limit = max_bytes % (1 << 20) == 0
+                                  ? std::to_string(max_bytes >> 20) + " MiB"
+                                  : std::to_string(max_bytes) + " bytes";
+    return std::invalid_argument(what + " " + path + " is larger than the " + limit + " a " +
+                                 what + " may have");
+  };
+  if (S_ISREG(info.st_mode) && info.st_size > max_bytes) throw too_large();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw std::invalid_argument(what + " " + path + " cannot be read: " + std::strerror(errno));
+  }
+  std::string content;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    content.append(chunk, static_cast<size_t>(in.gcount()));
+    if (static_cast<int64_t>(content.size()) > max_bytes) throw too_large();
+  }
+  if (in.bad()) throw std::invalid_argument(what + " " + path + " could not be read to its end");
+  return content;
+}
+
+}  // namespace structdiff
