@@ -304,32 +304,19 @@ TEST(Cli, GsdmTrainEvalSampleAnyProblem) {
       << r.output;
 }
 
-// --init-from starts from a file's weights: a one-step run at a negligible learning rate scores as
-// the file does; a file of another architecture or problem is refused by what differs.
+// --init-from as a user meets it (what it does is the library's test, ProblemTraining.*): a file of
+// another architecture or problem is one line naming what differs.
 TEST(Cli, GsdmTrainStartsFromAModelFile) {
   const std::string first = temp_path("init-first.pt"), second = temp_path("init-second.pt");
-  const std::string common = "gsdm train --problem sorting --size 3 --dim 16 --blocks 1 --heads 2 ";
-  ASSERT_EQ(run(common + "--train-steps 30 --out " + first).exit_code, 0);
-  Result r = run(common + "--train-steps 1 --lr 1e-12 --warmup 0 --init-from " + first + " --out " + second);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto rmse = [](const std::string& model) {
-    const std::string json = temp_path("init-eval.json");
-    const Result e = run("--seed 3 gsdm eval --model " + model + " --count 8 --sample-steps 4 --json " + json);
-    EXPECT_EQ(e.exit_code, 0) << e.output;
-    return nlohmann::json::parse(std::ifstream(json))["metrics"]["rmse"].get<double>();
-  };
-  EXPECT_NEAR(rmse(second), rmse(first), 1e-5);
-  const nlohmann::json info = nlohmann::json::parse(run("model info --json " + second).output);
-  EXPECT_EQ(info["config"]["initialised_from"]["trained_steps"], 30) << info.dump();
-  r = run("gsdm train --problem sorting --size 3 --dim 32 --blocks 1 --heads 2 --train-steps 1 "
-          "--init-from " + first + " --out " + second);
+  ASSERT_EQ(run("gsdm train --problem sorting --size 3 --dim 16 --blocks 1 --heads 2 --train-steps 2 "
+                "--out " + first).exit_code, 0);
+  Result r = run("gsdm train --problem sorting --size 3 --dim 32 --blocks 1 --heads 2 --train-steps 1 "
+                 "--init-from " + first + " --out " + second);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(contains(r.output, "--init-from " + first + ": model dim is 16 in the file and 32 here"))
       << r.output;
-  r = run("gsdm train --problem sorting --size 4 --dim 16 --blocks 1 --heads 2 --train-steps 1 "
-          "--init-from " + first + " --out " + second);
-  EXPECT_TRUE(contains(r.output, "problem option size is [3] in the file and [4] here")) << r.output;
   r = run("gsdm train --problem bcmf --train-steps 1 --init-from " + first + " --out " + second);
+  EXPECT_EQ(line_count(r.output), 1) << r.output;
   EXPECT_TRUE(contains(r.output, "it is a model of sorting, this run trains bcmf")) << r.output;
 }
 

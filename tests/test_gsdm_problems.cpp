@@ -354,6 +354,51 @@ TEST(ProblemModel, SavesLoadsAndEvaluates) {
   EXPECT_TRUE(metrics.contains("seconds"));
 }
 
+// The library entry point of `gsdm train`: unset architecture, rate and batch are the problem's;
+// a run can start from a model file of the same architecture, and one of another is refused by
+// what differs; a stop condition must name a validation metric.
+TEST(ProblemTraining, TrainsARequestWithTheProblemsDefaultsAndStartsFromAFile) {
+  ProblemTrainRequest request;
+  request.problem = "sorting";
+  request.options.size = {3};
+  request.dim = 16;
+  request.blocks = 1;
+  request.heads = 2;
+  request.training.steps = 3;
+  request.training.show_progress = false;
+  request.batch = 4;
+  ProblemTrainReport first = train_problem(request);
+  EXPECT_EQ(first.result.steps_done, 3);
+  EXPECT_EQ(first.averaged.metadata["trained_steps"], 3);
+  const Problem& sorting = find_problem("sorting");
+  EXPECT_EQ(first.averaged.model->config().embedding, sorting.config.embedding);
+  EXPECT_EQ(first.averaged.metadata["model"]["dim"], 16);
+
+  TemporaryDirectory directory;
+  save_problem_model(directory.file("first.pt"), first.averaged);
+  request.init_from = directory.file("first.pt");
+  request.training.steps = 1;
+  request.learning_rate = 1e-12;  // one step that moves nothing: the file's weights come out
+  request.training.warmup_steps = 0;
+  ProblemTrainReport second = train_problem(request);
+  EXPECT_EQ(second.averaged.metadata["initialised_from"]["trained_steps"], 3);
+  for (size_t i = 0; i < first.averaged.model->parameters().size(); ++i) {
+    EXPECT_LT((second.averaged.model->parameters()[i] - first.averaged.model->parameters()[i])
+                  .abs().max().item<double>(), 1e-6) << i;  // float32 rounding of the EMA blend
+  }
+  request.heads = 4;
+  EXPECT_THROW_WITH(train_problem(request), std::invalid_argument,
+                    "model heads is 2 in the file and 4 here");
+  request.heads = 2;
+  request.init_from.clear();
+  request.stop = parse_stop_condition("accuracy>=1");
+  request.training.validate_every = 1;
+  EXPECT_THROW_WITH(train_problem(request), std::invalid_argument,
+                    "--stop-at: sorting has no validation metric 'accuracy'; it has");
+  EXPECT_THROW_WITH(parse_stop_condition("rmse<0.1"), std::invalid_argument,
+                    "--stop-at takes METRIC>=LEVEL or METRIC<=LEVEL");
+}
+
 // Size generalisation without copies: the model on another size's structure computes exactly
 // what a model built at that size computes with the same parameters.
 TEST(ProblemModel, AnotherSizesStructureEqualsAModelBuiltAtThatSize) {

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -18,6 +20,7 @@
 #include "structdiff/graph.h"
 #include "structdiff/gsdm.h"
 #include "structdiff/gsdm_training.h"
+#include "structdiff/ranks.h"
 #include "structdiff/tracer.h"
 
 namespace structdiff::gsdm {
@@ -136,5 +139,53 @@ void add_training_batches(TrainingProblem& task, const ProblemModel& trained);
 // them with the problem's metric; adds "examples" and "seconds".
 nlohmann::json evaluate(ProblemModel& trained, const TrainingBatch& examples,
                         const SampleOptions& options, int64_t batch = 64);
+
+// ---- training a problem's GSDM: what `gsdm train` and `sudoku train` run ------------------------
+
+// Random streams apart from the training's (seed + stream): the validation examples and their
+// sampling, and the test examples of eval and sample.
+inline constexpr uint64_t kValidationStream = 1000003, kTestStream = 2000003;
+
+// "accuracy>=1" or "rmse<=0.05": a validation metric and the level that ends training.
+struct StopCondition {
+  std::string metric;
+  bool at_least = true;
+  double level = 0;
+};
+// Throws std::invalid_argument naming --stop-at for text of another form.
+StopCondition parse_stop_condition(const std::string& text);
+
+struct ProblemTrainRequest {
+  std::string problem;
+  ProblemOptions options;
+  // The architecture: `model`, with the fields below in place of its own where given, else the
+  // problem's (paper Table 2).
+  GsdmConfig model;
+  std::optional<int64_t> dim, blocks, heads;
+  std::optional<EmbeddingKind> embedding;
+  diffusion::ScheduleConfig schedule;
+  // The loop; its learning rate and batch are the problem's unless given here.
+  TrainingOptions training;
+  std::optional<double> learning_rate;
+  std::optional<int64_t> batch;
+  int64_t validation_examples = 64;
+  std::optional<StopCondition> stop;  // needs training.validate_every
+  // A model file of the same problem, size and architecture whose weights start the run (the
+  // optimiser starts afresh; an existing checkpoint with training.resume wins).
+  std::string init_from;
+  uint64_t seed = 0;
+  torch::Device device = torch::kCPU;
+  std::shared_ptr<train::Ranks> ranks;  // null: one process
+};
+
+struct ProblemTrainReport {
+  train::LoopResult result;
+  ProblemModel averaged;  // the EMA model; metadata["trained_steps"] (and "initialised_from")
+};
+
+// Builds the model the request describes, says on stderr what it trains (rank 0), trains it and
+// returns the EMA model to save. Throws std::invalid_argument for a request it cannot run, naming
+// the option (--stop-at, --init-from, --size, ...).
+ProblemTrainReport train_problem(const ProblemTrainRequest& request);
 
 }  // namespace structdiff::gsdm

@@ -128,179 +128,31 @@ void add_source_options(CLI::App* cmd, GsdmOptions& o) {
 
 // ---- train, eval, sample -----------------------------------------------------------------------
 
-// The validation and test examples' own streams: never those of training data.
-constexpr uint64_t kValidationStream = 1000003, kTestStream = 2000003;
-
 struct TrainCommand {
-  std::string problem;
-  gsdm::ProblemOptions problem_options;
+  gsdm::ProblemTrainRequest request;
   GsdmModelOptions model;
-  std::vector<CLI::Option*> architecture_options;
-  CLI::Option* learning_rate_option = nullptr;
-  CLI::Option* batch_option = nullptr;
-  gsdm::TrainingOptions training;
-  int64_t validation_examples = 64;
   std::string stop_at;
-  std::string init_from;
   std::string out = "gsdm.pt";
 };
 
-// --init-from: a model file of the same problem, size and architecture gives the starting weights
-// (its EMA weights, to both the trained and the averaged copy); the optimiser and the learning-rate
-// schedule start afresh. Returns what the new file records about its start.
-nlohmann::json start_from_model_file(const std::string& path, gsdm::ProblemModel& trained,
-                                     gsdm::ProblemModel& averaged) {
-  const gsdm::ProblemModel start = gsdm::load_problem_model(path);
-  const auto refuse = [&](const std::string& what) {
-    throw std::invalid_argument("--init-from " + path + ": " + what +
-                                "; give the options the file was trained with (structdiff model "
-                                "info " + path + " lists them)");
-  };
-  if (start.problem != trained.problem) {
-    refuse("it is a model of " + start.problem->name + ", this run trains " + trained.problem->name);
-  }
-  const nlohmann::json here = trained.metadata, there = start.metadata;
-  for (const char* part : {"problem_options", "model"}) {
-    for (const auto& [key, value] : here.at(part).items()) {
-      const nlohmann::json theirs = there.value(part, nlohmann::json::object()).value(key, nlohmann::json());
-      if (theirs != value) {
-        refuse(std::string(part == std::string("model") ? "model " : "problem option ") + key +
-               " is " + theirs.dump() + " in the file and " + value.dump() + " here");
-      }
-    }
-  }
-  torch::NoGradGuard no_grad;
-  const auto weights = start.model->named_parameters();
-  const auto buffers = start.model->named_buffers();
-  for (gsdm::ProblemModel* target : {&trained, &averaged}) {
-    for (auto& item : target->model->named_parameters()) item.value().copy_(weights[item.key()]);
-    for (auto& item : target->model->named_buffers()) item.value().copy_(buffers[item.key()]);
-  }
-  return {{"path", path}, {"trained_steps", there.value("trained_steps", nlohmann::json())}};
-}
-
-// --stop-at "accuracy>=1" or "rmse<=0.05": a validation metric and the level that ends training.
-struct StopCondition {
-  std::string metric;
-  bool at_least = true;
-  double level = 0;
-  bool met(const nlohmann::json& metrics) const {
-    const double value = metrics.at(metric).get<double>();
-    return at_least ? value >= level : value <= level;
-  }
-};
-
-StopCondition parse_stop_at(const std::string& text) {
-  for (const char* op : {">=", "<="}) {
-    const size_t at = text.find(op);
-    if (at == std::string::npos || at == 0) continue;
-    StopCondition c{text.substr(0, at), op[0] == '>', 0};
-    try {
-      size_t used = 0;
-      const std::string level = text.substr(at + 2);
-      c.level = std::stod(level, &used);
-      if (used == level.size() && std::isfinite(c.level)) return c;
-    } catch (const std::exception&) {
-    }
-  }
-  throw std::invalid_argument("--stop-at takes METRIC>=LEVEL or METRIC<=LEVEL (e.g. accuracy>=1), "
-                              "got '" + text + "'");
-}
-
-void run_train(const TrainCommand& c, const GlobalOptions& global) {
-  const gsdm::Problem& problem = gsdm::find_problem(c.problem);
-  const gsdm::ProblemOptions options = gsdm::resolve_options(problem, c.problem_options);
-  // The problem's architecture (paper Table 2) where the command line names none.
-  gsdm::GsdmConfig config = c.model.config();
-  const auto given = [&](size_t k) { return c.architecture_options[k]->count() > 0; };
-  if (!given(0)) config.dim = problem.config.dim;
-  if (!given(1)) config.blocks = problem.config.blocks;
-  if (!given(2)) config.heads = problem.config.heads;
-  if (!given(3)) config.embedding = problem.config.embedding;
-  gsdm::TrainingOptions training = c.training;
-  training.ranks = global.ranks;
-  const bool root = !global.ranks || global.ranks->is_root();
-  if (c.learning_rate_option->count() == 0) training.learning_rate = problem.learning_rate;
-  if (c.batch_option->count() == 0) training.batch = problem.batch;
-
-  const nlohmann::json metadata =
-      gsdm::problem_model_metadata(problem, options, config, c.model.schedule_config());
-  gsdm::ProblemModel trained = [&] {
-    DefaultGeneratorGuard initial_weights(global.seed);
-    return gsdm::build_problem_model(metadata);
-  }();
-  gsdm::ProblemModel averaged = gsdm::build_problem_model(metadata);  // receives the EMA weights
-  nlohmann::json initialised_from;
-  if (!c.init_from.empty()) initialised_from = start_from_model_file(c.init_from, trained, averaged);
-  trained.model->to(global.device);
-  averaged.model->to(global.device);
-
-  std::mt19937_64 validation_rng(global.seed + kValidationStream);
-  const auto& make_validation =
-      problem.make_validation_examples ? problem.make_validation_examples : problem.make_examples;
-  const gsdm::TrainingBatch validation =
-      make_validation(trained.graph, options, c.validation_examples, validation_rng);
-  gsdm::TrainingProblem task;
-  task.metadata = metadata;
-  gsdm::add_training_batches(task, trained);
-  std::optional<StopCondition> stop;
-  if (!c.stop_at.empty()) {
-    stop = parse_stop_at(c.stop_at);
-    if (training.validate_every == 0) throw std::invalid_argument("--stop-at needs --validate-every");
-    // The metric's names, known before training from scoring the examples' own values.
-    const nlohmann::json names = problem.score(trained.graph, options, validation, validation.x0);
-    if (!names.contains(stop->metric)) {
-      std::string known;
-      for (const auto& item : names.items()) known += (known.empty() ? "" : ", ") + item.key();
-      throw std::invalid_argument("--stop-at: " + problem.name + " has no validation metric '" +
-                                  stop->metric + "'; it has " + known);
-    }
-  }
-  task.validate = [&](gsdm::Gsdm) {
-    // Its own generator, restarted each time: every validation scores the same draws.
-    SamplingOptions sampling;
-    sampling.steps = 20;
-    nlohmann::json metrics =
-        gsdm::evaluate(averaged, validation, sampling.sample_options(global.seed + kValidationStream));
-    metrics.erase("seconds");
-    return metrics;
-  };
-  if (stop) task.stop_after = [&](const nlohmann::json& metrics) { return stop->met(metrics); };
-  int64_t parameters = 0;
-  for (const auto& p : trained.model->parameters()) parameters += p.numel();
-  const AttentionPattern& mask = trained.model->pattern();
-  const std::string sizes = options.size_low.empty()
-                                ? gsdm::size_text(options.size)
-                                : gsdm::size_text(options.size_low) + ".." +
-                                      gsdm::size_text(options.size_high) +
-                                      " per batch, validated at " + gsdm::size_text(options.size);
-  const std::string ranks =
-      global.ranks ? ", " + std::to_string(global.ranks->size()) + " ranks" : std::string();
-  if (root) {
-    std::fprintf(stderr,
-                 "training a GSDM for %s (size %s%s%s): %ld variables, %ld mask entries, %ld "
-                 "parameters, %s attention, on %s, %d threads%s\n",
-                 problem.name.c_str(), sizes.c_str(),
-                 options.variant.empty() ? "" : (", " + options.variant).c_str(),
-                 options.intermediates ? "" : ", no intermediates",
-                 static_cast<long>(trained.graph.num_nodes()), static_cast<long>(mask.num_entries()),
-                 static_cast<long>(parameters), c.model.attention.c_str(),
-                 global.device.str().c_str(), global.threads, ranks.c_str());
-  }
-  const gsdm::TrainingResult result = gsdm::train(trained.model, averaged.model, trained.schedule,
-                                                  task, training, global.seed);
-  if (!root) return;  // rank 0 writes for the run
-  averaged.metadata["trained_steps"] = result.steps_done;
-  if (!initialised_from.is_null()) averaged.metadata["initialised_from"] = initialised_from;
-  gsdm::save_problem_model(c.out, averaged);
-  print_training_summary(result, c.out);
+void run_train(TrainCommand& c, const GlobalOptions& global) {
+  gsdm::ProblemTrainRequest& request = c.request;
+  c.model.fill(request);
+  if (!c.stop_at.empty()) request.stop = gsdm::parse_stop_condition(c.stop_at);
+  request.seed = global.seed;
+  request.device = global.device;
+  request.ranks = global.ranks;
+  gsdm::ProblemTrainReport report = gsdm::train_problem(request);
+  if (global.ranks && !global.ranks->is_root()) return;  // rank 0 writes for the run
+  gsdm::save_problem_model(c.out, report.averaged);
+  print_training_summary(report.result, c.out);
 }
 
 // The examples eval and sample use: the problem's test examples where it has its own (matrix
 // inversion: E = I), else (or with --training-distribution) fresh draws of training examples.
 gsdm::TrainingBatch test_examples(const gsdm::ProblemModel& trained, int64_t count,
                                   bool training_distribution, uint64_t seed) {
-  std::mt19937_64 rng(seed + kTestStream);
+  std::mt19937_64 rng(seed + gsdm::kTestStream);
   const gsdm::Problem& problem = *trained.problem;
   const auto& make = problem.make_test_examples && !training_distribution
                          ? problem.make_test_examples
@@ -342,7 +194,7 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
   const gsdm::TrainingBatch examples =
       test_examples(trained, c.count, c.training_distribution, global.seed);
   const nlohmann::json metrics = gsdm::evaluate(
-      trained, examples, c.sampling.sample_options(global.seed + kTestStream), c.batch);
+      trained, examples, c.sampling.sample_options(global.seed + gsdm::kTestStream), c.batch);
   const gsdm::DiffusionProcess process = trained.model->config().process;
   const std::string sampler = c.sampling.sampler_for(process);
   std::printf("%s, %ld examples, %s sampler:\n", model_heading(trained).c_str(),
@@ -386,7 +238,7 @@ void run_sample(const SampleCommand& c, const GlobalOptions& global) {
   const gsdm::StateLayout& layout = trained.model->layout();
   const torch::Tensor samples =
       gsdm::sample(trained.model, trained.schedule, examples.observed, examples.x0,
-                   c.sampling.sample_options(global.seed + kTestStream));
+                   c.sampling.sample_options(global.seed + gsdm::kTestStream));
   const torch::Tensor truth = gsdm::decode_state(layout, trained.graph, examples.x0);
   const torch::Tensor sampled = gsdm::decode_state(layout, trained.graph, samples);
   const auto text = [](const torch::Tensor& row) {
@@ -415,36 +267,34 @@ void run_sample(const SampleCommand& c, const GlobalOptions& global) {
 void register_gsdm_train(CLI::App& parent, const GlobalOptions& global, Action& action,
                          const std::string& fixed_problem) {
   auto t = std::make_shared<TrainCommand>();
+  gsdm::ProblemTrainRequest& request = t->request;
   CLI::App* train = parent.add_subcommand(
       "train", fixed_problem.empty()
                    ? std::string("Train a GSDM on a problem's generated examples")
                    : "Train a GSDM on generated " + fixed_problem +
                          " examples (gsdm train --problem " + fixed_problem + ")");
-  CLI::Option* problem = add_problem_options(*train, t->problem, t->problem_options, fixed_problem);
+  CLI::Option* problem = add_problem_options(*train, request.problem, request.options, fixed_problem);
   if (problem != nullptr) problem->required();
   if (!fixed_problem.empty()) t->out = fixed_problem + ".pt";
-  t->architecture_options = add_gsdm_model_options(*train, t->model);
-  add_training_loop_options(*train, t->training, problem_check(t->problem, t->problem_options));
-  t->learning_rate_option = train->get_option("--lr");
-  // The problem supplies these defaults (paper Table 2), so --help must not show the generic ones.
-  t->learning_rate_option->description("AdamW learning rate (default: the problem's)")->default_str("");
-  for (CLI::Option* option : t->architecture_options) {
-    option->description(option->get_description() + " (default: the problem's)")->default_str("");
-  }
-  t->batch_option = train->add_option("--batch", t->training.batch, "Batch size (default: the problem's)")
-                        ->check(positive());
-  train->add_option("--validation-examples", t->validation_examples, "Examples per validation")
+  add_gsdm_model_options(*train, t->model);
+  add_training_loop_options(*train, request.training, problem_check(request.problem, request.options));
+  // The problem supplies these defaults (paper Table 2): --lr binds the request's optional.
+  train->remove_option(train->get_option("--lr"));
+  train->add_option("--lr", request.learning_rate, "AdamW learning rate (default: the problem's)")
+      ->check(positive());
+  train->add_option("--batch", request.batch, "Batch size (default: the problem's)")->check(positive());
+  train->add_option("--validation-examples", request.validation_examples, "Examples per validation")
       ->check(positive())
       ->capture_default_str();
   train->add_option_function<std::string>(
       "--size-range",
-      [t](const std::string& text) { gsdm::parse_size_range(text, t->problem_options); },
+      [t](const std::string& text) { gsdm::parse_size_range(text, t->request.options); },
       "Train on a new size per batch, each dimension drawn uniformly from LOW..HIGH, e.g. "
       "1,1,1..10,10,10 (needs AE or EE embeddings; --size remains the validation size)");
   train->add_option("--stop-at", t->stop_at,
                     "End training at the first validation whose metric reaches a level, e.g. "
                     "'accuracy>=1' or 'rmse<=0.05' (quoted for the shell)");
-  train->add_option("--init-from", t->init_from,
+  train->add_option("--init-from", request.init_from,
                     "Start from this model file's weights (same problem, size and architecture); "
                     "the optimiser starts afresh, and a --checkpoint that exists wins with --resume")
       ->check(CLI::ExistingFile);

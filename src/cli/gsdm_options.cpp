@@ -4,35 +4,32 @@
 
 namespace structdiff::cli {
 
-gsdm::GsdmConfig GsdmModelOptions::config() const {
-  gsdm::GsdmConfig config = model;
-  config.embedding = gsdm::parse_embedding(embedding);
-  config.norm = gsdm::parse_norm(norm);
-  config.attention_scaling = gsdm::parse_attention_scaling(attention_scaling);
-  config.output_norm = output_head == "norm";
-  config.time_swish = time_path == "swish";
-  config.attention = parse_mechanism(attention);
-  config.mask.rule = graph::parse_mask_rule(mask);
-  config.process = gsdm::parse_process(process);
-  config.mask_schedule = diffusion::parse_mask_schedule(mask_schedule);
-  config.masked_loss = gsdm::parse_masked_loss(masked_loss);
-  return config;
+void GsdmModelOptions::fill(gsdm::ProblemTrainRequest& request) const {
+  request.model = model;
+  request.model.norm = gsdm::parse_norm(norm);
+  request.model.attention_scaling = gsdm::parse_attention_scaling(attention_scaling);
+  request.model.output_norm = output_head == "norm";
+  request.model.time_swish = time_path == "swish";
+  request.model.attention = parse_mechanism(attention);
+  request.model.mask.rule = graph::parse_mask_rule(mask);
+  request.model.process = gsdm::parse_process(process);
+  request.model.mask_schedule = diffusion::parse_mask_schedule(mask_schedule);
+  request.model.masked_loss = gsdm::parse_masked_loss(masked_loss);
+  request.dim = dim;
+  request.blocks = blocks;
+  request.heads = heads;
+  if (embedding) request.embedding = gsdm::parse_embedding(*embedding);
+  request.schedule = schedule;
+  request.schedule.kind = diffusion::parse_schedule(schedule_kind);
 }
 
-diffusion::ScheduleConfig GsdmModelOptions::schedule_config() const {
-  diffusion::ScheduleConfig config = schedule;
-  config.kind = diffusion::parse_schedule(schedule_kind);
-  return config;
-}
-
-std::vector<CLI::Option*> add_gsdm_model_options(CLI::App& command, GsdmModelOptions& o) {
-  std::vector<CLI::Option*> architecture = {
-      command.add_option("--dim", o.model.dim, "Embedding dimension")->check(positive()),
-      command.add_option("--blocks", o.model.blocks, "ResNet+attention pairs")->check(positive()),
-      command.add_option("--heads", o.model.heads, "Attention heads")->check(positive()),
-      command.add_option("--embedding", o.embedding, "IE, AE or EE")
-          ->check(CLI::IsMember({"IE", "AE", "EE"}))};
-  for (CLI::Option* option : architecture) option->capture_default_str();
+void add_gsdm_model_options(CLI::App& command, GsdmModelOptions& o) {
+  command.add_option("--dim", o.dim, "Embedding dimension (default: the problem's)")->check(positive());
+  command.add_option("--blocks", o.blocks, "ResNet+attention pairs (default: the problem's)")
+      ->check(positive());
+  command.add_option("--heads", o.heads, "Attention heads (default: the problem's)")->check(positive());
+  command.add_option("--embedding", o.embedding, "IE, AE or EE (default: the problem's)")
+      ->check(CLI::IsMember({"IE", "AE", "EE"}));
   command.add_option("--norm", o.norm, "token (faithful) or group (reference)")
       ->check(CLI::IsMember({"token", "group"}))
       ->capture_default_str();
@@ -96,7 +93,6 @@ std::vector<CLI::Option*> add_gsdm_model_options(CLI::App& command, GsdmModelOpt
                   "masked: elbo (cross-entropy weighted by -alpha'/(1 - alpha)) or unweighted")
       ->check(CLI::IsMember({"elbo", "unweighted"}))
       ->capture_default_str();
-  return architecture;
 }
 
 gsdm::SampleOptions SamplingOptions::sample_options(uint64_t seed) const {

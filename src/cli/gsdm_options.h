@@ -3,30 +3,34 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "cli/command.h"
 #include "structdiff/diffusion.h"
 #include "structdiff/gsdm.h"
+#include "structdiff/gsdm_problems.h"
 
 namespace structdiff::cli {
 
 struct GsdmModelOptions {
   gsdm::GsdmConfig model;
-  std::string embedding = "AE", norm = "token", attention = "structured", mask = "standard";
+  // Unset: the problem's (paper Table 2).
+  std::optional<int64_t> dim, blocks, heads;
+  std::optional<std::string> embedding;
+  std::string norm = "token", attention = "structured", mask = "standard";
   std::string attention_scaling = "inverse-sqrt-dim", output_head = "norm", time_path = "plain";
   diffusion::ScheduleConfig schedule;
   std::string schedule_kind = "linear";
   std::string process = "gaussian", mask_schedule = "cosine", masked_loss = "elbo";
-  gsdm::GsdmConfig config() const;  // with the names parsed
-  diffusion::ScheduleConfig schedule_config() const;
+  // The request's architecture fields: `model` with the names parsed, and the optional four.
+  void fill(gsdm::ProblemTrainRequest& request) const;
 };
 // --dim, --blocks, --heads, --embedding, --norm, --attention-scaling, --output-head, --time-path,
 // --observed-embedding-init, --attention, --mask-rule, --mask-seed,
 // --noise-schedule, --diffusion-steps, --beta-start, --beta-end, --diffusion, --mask-schedule,
-// --masked-loss. Returns the options of the first
-// four, to tell whether they were given.
-std::vector<CLI::Option*> add_gsdm_model_options(CLI::App& command, GsdmModelOptions& options);
+// --masked-loss.
+void add_gsdm_model_options(CLI::App& command, GsdmModelOptions& options);
 
 struct SamplingOptions {
   std::string sampler;  // "": the model's (ddim for Gaussian, adaptive for masked)
