@@ -1,6 +1,7 @@
 #include "util/text.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include <c10/util/Exception.h>
 
@@ -13,10 +14,51 @@ std::string message_of(const std::exception& error) {
   return error.what();
 }
 
-std::string shape_text(c10::ArrayRef<int64_t> shape) {
-  std::string text = "(";
+std::string shape_text(c10::ArrayRef<int64_t> shape, const char* brackets) {
+  std::string text(1, brackets[0]);
   for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + ")";
+  return text + brackets[1];
+}
+
+std::string printable(const std::string& text, size_t max_shown) {
+  std::string out;
+  size_t i = 0;
+  while (i < text.size() && i < max_shown) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    const size_t length = utf8_sequence_length(text, i);
+    if (length == 0 || byte < 0x20 || byte == 0x7F) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02X", byte);
+      out += escaped;
+      ++i;
+    } else {
+      out.append(text, i, length);
+      i += length;
+    }
+  }
+  return i < text.size() ? out + "..." : out;
+}
+
+std::string single_quoted(const std::string& text, size_t max_shown) {
+  return "'" + printable(text, max_shown) + "'";
+}
+
+std::string trimmed(const std::string& text) {
+  const auto first = text.find_first_not_of(' ');
+  if (first == std::string::npos) return "";
+  return text.substr(first, text.find_last_not_of(' ') - first + 1);
+}
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts{""};
+  for (char c : text) {
+    if (c == separator) {
+      parts.emplace_back();
+    } else {
+      parts.back() += c;
+    }
+  }
+  return parts;
 }
 
 namespace {
@@ -55,6 +97,11 @@ std::string closest_name(const std::string& word, const std::vector<std::string>
     }
   }
   return best;
+}
+
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& names) {
+  const std::string closest = closest_name(word, names);
+  return closest.empty() ? "" : "; did you mean " + single_quoted(closest) + "?";
 }
 
 size_t utf8_sequence_length(const std::string& text, size_t at) {
