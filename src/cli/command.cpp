@@ -1,13 +1,12 @@
 #include "cli/command.h"
 #include "cli/output_policy.h"
+#include "structdiff/runtime.h"
 
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -80,23 +79,6 @@ void require_cpu(const GlobalOptions& global, const std::string& command) {
   if (!global.device.is_cpu()) {
     throw std::invalid_argument(command + " runs on the CPU only so far (--device " +
                                 global.device.str() + " is not supported there)");
-  }
-}
-
-void write_file_atomically(const std::string& path, const std::string& bytes) {
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(temporary, std::ios::binary);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out) {
-      std::filesystem::remove(temporary);
-      throw std::runtime_error("cannot write " + path);
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const std::string reason = std::strerror(errno);
-    std::filesystem::remove(temporary);
-    throw std::runtime_error("cannot write " + path + ": " + reason);
   }
 }
 

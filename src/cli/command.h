@@ -24,10 +24,6 @@ struct GlobalOptions {
 // command when --device asks for another device.
 void require_cpu(const GlobalOptions& global, const std::string& command);
 
-// Writes `bytes` to `path` through a temporary file beside it and a rename: a failed write leaves
-// an earlier file untouched. Throws std::runtime_error naming the path.
-void write_file_atomically(const std::string& path, const std::string& bytes);
-
 // Writes `value` as indented JSON with the run's provenance (train::provenance()) beside it: an
 // object gains a "provenance" key, anything else becomes {"rows": value, "provenance": ...}.
 // Atomic (temporary file, then rename); throws std::runtime_error naming the path on failure.

@@ -18,6 +18,7 @@
 #include <torch/torch.h>
 
 #include "cli/command.h"
+#include "structdiff/runtime.h"
 #include "structdiff/model_tensors.h"
 
 namespace structdiff::cli {

@@ -1,13 +1,10 @@
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <ctime>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <set>
@@ -64,16 +61,6 @@ std::string string_of(const torch::Tensor& bytes) {
 
 // The rename only makes the replacement atomic; the data must reach the disk before it, or a
 // crash could leave a renamed but empty file.
-void flush_to_disk(const std::string& path) {
-  const int descriptor = ::open(path.c_str(), O_RDONLY);
-  if (descriptor < 0 || ::fsync(descriptor) != 0) {
-    const std::string reason = std::strerror(errno);
-    if (descriptor >= 0) ::close(descriptor);
-    throw std::runtime_error("cannot flush " + path + ": " + reason);
-  }
-  ::close(descriptor);
-}
-
 // Tensors are read onto `device` whatever device wrote them, so a file written by a GPU run loads
 // on a machine without one.
 torch::serialize::InputArchive open_checkpoint(const std::string& path,
@@ -221,10 +208,7 @@ void save_checkpoint(const std::string& path, const CheckpointParts& parts) {
     archive.write(kStepKey, torch::tensor(parts.step, torch::kLong));
     archive.write(kMetadataKey, bytes_of(parts.metadata.dump()));
     archive.save_to(temporary);
-    flush_to_disk(temporary);
-    if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-      throw std::runtime_error(std::string("rename failed: ") + std::strerror(errno));
-    }
+    replace_file(temporary, path);
   } catch (const std::exception& error) {
     std::error_code ignored;
     std::filesystem::remove(temporary, ignored);

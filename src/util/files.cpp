@@ -1,7 +1,12 @@
+// Files in and out: bounded reads, and writes that replace a file whole or not at all.
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -38,6 +43,37 @@ std::string read_bounded(const std::string& path, int64_t max_bytes, const std::
   }
   if (in.bad()) throw std::invalid_argument(what + " " + path + " could not be read to its end");
   return content;
+}
+
+void replace_file(const std::string& temporary, const std::string& path) {
+  const auto fail = [&](const std::string& reason) {
+    std::error_code ignored;
+    std::filesystem::remove(temporary, ignored);
+    throw std::runtime_error("cannot write " + path + ": " + reason);
+  };
+  const int descriptor = ::open(temporary.c_str(), O_RDONLY);
+  if (descriptor < 0 || ::fsync(descriptor) != 0) {
+    const std::string reason = std::strerror(errno);
+    if (descriptor >= 0) ::close(descriptor);
+    fail(reason);
+  }
+  ::close(descriptor);
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) fail(std::strerror(errno));
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(temporary, std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.flush();
+    if (!out) {
+      std::error_code ignored;
+      std::filesystem::remove(temporary, ignored);
+      throw std::runtime_error("cannot write " + path + " (disk full or not writable?)");
+    }
+  }
+  replace_file(temporary, path);
 }
 
 }  // namespace structdiff
