@@ -3,6 +3,7 @@ write (dense masked softmax, the mechanisms' formulas), the pattern builders, an
 raising an exception with a clear message."""
 import math
 import os
+import time
 
 import pytest
 import torch
@@ -189,7 +190,6 @@ def test_every_argument_refuses_hostile_values_in_one_line(function, arguments):
     """The Python API's fuzzer: each argument of each public function, in turn, gets each hostile
     value; the call succeeds or raises TypeError / ValueError with one line of structdiff's words,
     in bounded time (a huge size is refused before allocating, not tried)."""
-    import time
     function(**arguments)  # the arguments themselves are fine
     for name in arguments:
         for value in HOSTILE:

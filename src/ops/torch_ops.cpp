@@ -221,10 +221,9 @@ std::tuple<Tensor, Tensor, int64_t> from_edges_op(int64_t num_nodes, const Tenso
 std::tuple<Tensor, Tensor, int64_t> from_graph_spec_op(const std::string& spec) {
   return python_errors([&] {
     const bool inline_json = !spec.empty() && spec.front() == '{';
-    if (!inline_json) return csr(graph::GraphicalModel::load(spec).compile());
-    const nlohmann::json parsed = nlohmann::json::parse(spec, nullptr, /*allow_exceptions=*/false);
-    if (parsed.is_discarded()) throw std::invalid_argument("the spec's text is not valid JSON");
-    const graph::GraphicalModel model = graph::GraphicalModel::from_json(parsed);
+    const graph::GraphicalModel model =
+        inline_json ? graph::GraphicalModel::from_json(nlohmann::json::parse(spec))
+                    : graph::GraphicalModel::load(spec);
     return csr(model.compile());
   });
 }
