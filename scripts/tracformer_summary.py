@@ -17,8 +17,9 @@ import json
 import pathlib
 import random
 import sys
-import tarfile
 import tempfile
+
+from results_archive import unpacked
 
 PAIRS = [("tf-car", "bart"), ("tf-ac", "bert"), ("tf-car", "ar"), ("tf-car", "tf-car-dense"),
          ("tf-car", "tf-car-mixed"), ("tf-car-mixed", "ar")]
@@ -47,17 +48,6 @@ def evaluations(directory, model, equal_time):
     if (directory / "equal-time" / "eval").is_dir():
         return directory / "equal-time" / "eval"
     return directory / "eval" if model in BUDGET_IS_N_STEPS else None
-
-
-def unpacked(out_dir, scratch):
-    """OUT_DIR itself, or the one directory its .tar.xz holds, unpacked under `scratch`."""
-    path = pathlib.Path(out_dir)
-    if path.is_dir():
-        return path
-    with tarfile.open(path) as archive:
-        archive.extractall(scratch, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
-    (top,) = pathlib.Path(scratch).iterdir()
-    return top
 
 
 def load(out_dir, seeds, equal_time=False):

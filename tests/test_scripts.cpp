@@ -75,6 +75,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Script{"gsdm_sorting_masks.sh", "--size 3 --steps 2"},
                       Script{"ddpm_experiments.sh", "--minutes 1 --samples 10"},
                       Script{"difformer_experiments.sh", "--runs 1 --epochs 1"},
+                      Script{"difformer_citation.sh", ""},
                       Script{"tracformer_kjv.sh", ""},
                       Script{"tracformer_experiments.sh", "--minutes 1 --seeds 1 --crops 2"},
                       Script{"tracformer_experiments.sh", "--train-steps 2 --seeds 1 --crops 2"},

@@ -16,6 +16,7 @@ SOURCE = pathlib.Path(os.environ.get("STRUCTDIFF_SOURCE_DIR",
 PAGES = [
     ("docs/results/tracformer/study-both-seeds.md", ["scripts/tracformer_summary.py", "docs/results/tracformer/study.tar.xz"]),
     ("docs/results/tracformer/study-equal-time.md", ["scripts/tracformer_summary.py", "docs/results/tracformer/study.tar.xz", "--equal-time"]),
+    ("docs/results/difformer-citation/table2.md", ["scripts/difformer_citation_summary.py", "docs/results/difformer-citation/table2.tar.xz"]),
 ]
 
 
