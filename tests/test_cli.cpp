@@ -1158,17 +1158,10 @@ TEST(Cli, UnnParsesACommittedUdTreebank) {
 // word, each as a one-line usage error (exit 2) at parse time. A new option is covered the day it
 // is added.
 TEST(ValueDomains, EveryNumericOptionOfEveryCommandRefusesHostileValues) {
-  const Result listed = run("--list-value-options");
-  ASSERT_EQ(listed.exit_code, 0) << listed.output;
   const std::string lines = temp_path("hostile-values");
   std::ofstream out(lines);
   int floats = 0, counts = 0;
-  std::istringstream table(listed.output);
-  for (std::string row; std::getline(table, row);) {
-    std::vector<std::string> fields;
-    std::istringstream columns(row);
-    for (std::string field; std::getline(columns, field, '\t');) fields.push_back(field);
-    fields.resize(4);
+  for (const auto& fields : value_option_rows()) {
     const std::string& type = fields[2];
     std::string prefix;
     std::istringstream command(fields[0]);

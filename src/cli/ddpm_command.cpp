@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include "cli/command.h"
+#include "cli/output_policy.h"
 #include "structdiff/ddpm.h"
 #include "structdiff/image_metrics.h"
 #include "structdiff/images.h"
@@ -142,8 +143,10 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
   options.seed = global.seed;
   double seconds = 0;
   const torch::Tensor generated = sample_with_progress(model, options, seconds);
+  OutputSet outputs;  // the grid and the JSON are replaced together, after both are ready
   if (!c.grid_path.empty()) {
-    ddpm::write_image_grid(c.grid_path, generated.narrow(0, 0, std::min<int64_t>(100, options.count)), 10);
+    ddpm::write_image_grid(outputs.staged(c.grid_path),
+                           generated.narrow(0, 0, std::min<int64_t>(100, options.count)), 10);
   }
   const int64_t count = options.count;
   const torch::Tensor test_features = eval::classifier_features(classifier, test_set.images);
@@ -172,7 +175,7 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
   for (int64_t n : counts) std::printf(" %ld", static_cast<long>(n));
   std::printf("  (total variation from uniform %.3f)\n", total_variation);
   if (!c.json_path.empty()) {
-    write_json_file(c.json_path,
+    write_json_file(outputs.staged(c.json_path),
                     {{"model", c.model_path},
                      {"classifier", c.classifier_path},
                      {"dataset", dataset},
@@ -190,6 +193,7 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
                      {"class_total_variation", total_variation},
                      {"threads", global.threads}});
   }
+  outputs.commit();
 }
 
 }  // namespace

@@ -1,5 +1,9 @@
 #include "cli/output_policy.h"
 
+#include "structdiff/runtime.h"
+
+#include <unistd.h>
+
 #include <filesystem>
 #include <system_error>
 #include <vector>
@@ -75,6 +79,24 @@ std::string output_conflict(CLI::App& app) {
     }
   }
   return "";
+}
+
+OutputSet::~OutputSet() {
+  for (const auto& [temporary, path] : pending_) {
+    std::error_code ignored;
+    fs::remove(temporary, ignored);
+  }
+}
+
+std::string OutputSet::staged(const std::string& path) {
+  if (path.empty()) return "";
+  pending_.emplace_back(path + ".pending." + std::to_string(::getpid()), path);
+  return pending_.back().first;
+}
+
+void OutputSet::commit() {
+  for (const auto& [temporary, path] : pending_) replace_file(temporary, path);
+  pending_.clear();
 }
 
 }  // namespace structdiff::cli

@@ -295,6 +295,7 @@ void register_tracformer(CLI::App& app, const GlobalOptions& global, Action& act
   auto t = std::make_shared<TrainCommand>();
   CLI::App* train = command->add_subcommand("train", "Train on a UTF-8 text, save the model");
   train->add_option("--text", t->text_path, "UTF-8 text (split by blank-line blocks)")
+      ->check(CLI::ExistingFile)
       ->capture_default_str();
   train
       ->add_option("--architecture", t->architecture,
@@ -336,7 +337,7 @@ void register_tracformer(CLI::App& app, const GlobalOptions& global, Action& act
   evaluate->add_option("--model", e->model_path, "Model file")
       ->check(CLI::ExistingFile)
       ->required();
-  evaluate->add_option("--text", e->text_path, "UTF-8 text")->required();
+  evaluate->add_option("--text", e->text_path, "UTF-8 text")->required()->check(CLI::ExistingFile);
   evaluate
       ->add_option("--split", e->split, "all, train, validation or test (blocks as in training)")
       ->check(CLI::IsMember({"all", "train", "validation", "test"}))

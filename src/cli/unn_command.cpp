@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include "cli/command.h"
+#include "cli/output_policy.h"
 #include "structdiff/attention_unn.h"
 #include "structdiff/conv_unn.h"
 #include "structdiff/ddpm.h"
@@ -503,7 +504,8 @@ void run_generate(const GenerateCommand& c) {
   // Rows: classes; columns: X after each iteration, in [0, 1].
   const torch::Tensor steps = torch::stack(result.trace.at("X"), 1);  // (classes, k, 1, 28, 28)
   const torch::Tensor tiles = ((steps + 1) / 2).clamp(0, 1).reshape({-1, 1, 28, 28});
-  ddpm::write_image_grid(c.out_path, tiles, k);
+  OutputSet outputs;  // the grid and the JSON are replaced together, after both are ready
+  ddpm::write_image_grid(outputs.staged(c.out_path), tiles, k);
   const torch::Tensor prototypes = ((torch::tanh(result.preactivation.at("X")) + 1) / 2);
   std::printf("wrote %s: prototypes of %s after each of %ld iterations (%s)\n", c.out_path.c_str(),
               c.label >= 0 ? ("class " + std::to_string(c.label)).c_str() : "classes 0-9",
@@ -530,7 +532,8 @@ void run_generate(const GenerateCommand& c) {
         std::vector<int64_t>(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + p.numel());
     out["correct"] = correct;
   }
-  if (!c.json_path.empty()) write_json_file(c.json_path, out);
+  if (!c.json_path.empty()) write_json_file(outputs.staged(c.json_path), out);
+  outputs.commit();
 }
 
 }  // namespace

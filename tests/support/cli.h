@@ -6,7 +6,9 @@
 
 #include <array>
 #include <cstdio>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "support/temporary_files.h"
 
@@ -41,6 +43,22 @@ inline int line_count(const std::string& text) {
 inline std::string temp_path(const std::string& name) {
   static const TemporaryDirectory directory;
   return directory.file(name);
+}
+
+// The binary's option table (`--list-value-options`), one row per option that takes a value:
+// {command, option, type, domain}; empty when the binary could not list it.
+inline std::vector<std::array<std::string, 4>> value_option_rows() {
+  const Result listed = run("--list-value-options");
+  std::vector<std::array<std::string, 4>> rows;
+  if (listed.exit_code != 0) return rows;
+  std::istringstream table(listed.output);
+  for (std::string line; std::getline(table, line);) {
+    std::array<std::string, 4> fields;
+    std::istringstream columns(line);
+    for (std::string& field : fields) std::getline(columns, field, '\t');
+    rows.push_back(fields);
+  }
+  return rows;
 }
 
 inline bool contains(const std::string& text, const std::string& fragment) {
