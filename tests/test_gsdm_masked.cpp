@@ -178,6 +178,72 @@ TEST(MaskedSamplers, AModelThatKnowsTheAnswerIsSolvedInOnePass) {
   EXPECT_EQ(calls, 12);  // 16 cells, 4 given
 }
 
+// The margin ranks a drawn value by its lead over the strongest other value: the top-two margin
+// for the most probable value, negative for any other draw (which must be decided last, or a
+// temperature-1 draw of an unlikely digit would be committed first).
+TEST(MaskedSamplers, TheMarginIsTheDrawnValuesLeadOverTheStrongestOther) {
+  const torch::Tensor p = torch::tensor({0.5, 0.3, 0.2}, torch::kDouble).expand({3, 3});
+  const torch::Tensor drawn = torch::tensor({0, 1, 2}, torch::kLong);
+  EXPECT_TRUE(torch::allclose(proposal_confidence(p, drawn, Confidence::margin),
+                              torch::tensor({0.2, -0.2, -0.3}, torch::kDouble)));
+  EXPECT_TRUE(torch::allclose(proposal_confidence(p, drawn, Confidence::probability),
+                              torch::tensor({0.5, 0.3, 0.2}, torch::kDouble)));
+  const torch::Tensor one_value = torch::ones({2, 1}, torch::kDouble);
+  EXPECT_TRUE(torch::equal(proposal_confidence(one_value, torch::zeros({2}, torch::kLong),
+                                               Confidence::margin),
+                           torch::ones({2}, torch::kDouble)));
+}
+
+// The default confidence is the margin at temperature 0 and the probability above. Two latent
+// cells: at first cell A's best value leads by 0.05 at probability 0.5, cell B's by 0.2 at 0.4, so
+// the probability decides A first and the margin B first; the model then proposes a value for the
+// other cell that tells which went first.
+TEST(MaskedSamplers, TheDefaultConfidenceIsTheMarginAtTemperatureZero) {
+  const graph::GraphicalModel graph = sudoku::graphical_model(2);
+  const Gsdm model(graph, masked_config());
+  const diffusion::NoiseSchedule schedule{diffusion::ScheduleConfig{}};
+  std::mt19937_64 rng(3);
+  sudoku::Grid puzzle = sudoku::generate_solution(2, rng);
+  const int a = 0, b = 15;
+  puzzle.cells[a] = puzzle.cells[b] = sudoku::kBlank;
+  const auto block = [](int cell) { return torch::indexing::Slice(4 * cell, 4 * cell + 4); };
+  const MaskedModelFn staged = [&](const torch::Tensor& x, const torch::Tensor&) {
+    torch::Tensor logits = torch::zeros_like(x);
+    const bool a_decided = x.index({0, block(a)}).sum().item<double>() > 0;
+    const bool b_decided = x.index({0, block(b)}).sum().item<double>() > 0;
+    if (!a_decided && !b_decided) {
+      logits.index_put_({0, block(a)}, torch::tensor({0.5, 0.45, 0.05, 1e-9}).log());
+      logits.index_put_({0, block(b)}, torch::tensor({0.2, 0.4, 0.2, 0.2}).log());
+    } else {
+      // The undecided cell's proposal: value 3 after A went first, value 2 after B did.
+      const int other = a_decided ? b : a;
+      logits.index_put_({0, block(other)}, torch::one_hot(torch::tensor(a_decided ? 3 : 2), 4) * 20);
+    }
+    return logits;
+  };
+  const auto decided = [&](double temperature, Confidence confidence, uint64_t seed = 5) {
+    SampleOptions options;
+    options.sampler = Sampler::adaptive;
+    options.temperature = temperature;
+    options.confidence = confidence;
+    options.generator = generator(seed);
+    const std::vector<sudoku::Grid> puzzles = {puzzle};
+    const torch::Tensor observed = sudoku::observed_mask(puzzles), values = sudoku::encode(puzzles);
+    const sudoku::Grid solved = sudoku::decode(
+        sample_masked(staged, *model->structure(), schedule, MaskScheduleKind::cosine, observed,
+                      values, torch::zeros_like(values), options),
+        2)[0];
+    return std::make_pair(solved.cells[a], solved.cells[b]);
+  };
+  EXPECT_EQ(decided(0, Confidence::probability), std::make_pair(0, 3));  // A first
+  EXPECT_EQ(decided(0, Confidence::margin), std::make_pair(2, 1));       // B first
+  EXPECT_EQ(decided(0, Confidence::by_temperature), decided(0, Confidence::margin));
+  // At temperature 1 the draws are random; the default draws as the probability does.
+  for (uint64_t seed = 0; seed < 4; ++seed) {
+    EXPECT_EQ(decided(1, Confidence::by_temperature, seed), decided(1, Confidence::probability, seed));
+  }
+}
+
 TEST(MaskedSamplers, RefuseTheGaussianProcessesSamplersAndBadOptions) {
   const graph::GraphicalModel graph = sudoku::graphical_model(2);
   const Gsdm masked(graph, masked_config());

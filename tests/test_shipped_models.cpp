@@ -2,6 +2,7 @@
 // to recompute come out as docs/results/ records them (the expensive ones are reproduced by the
 // commands on their results pages). Checks that need a data set setup.sh prepares skip without it.
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -64,6 +65,24 @@ TEST(ShippedModels, TheSortingGsdmSortsWithTheGenericCommands) {
   EXPECT_GE(metrics["lists_sorted"].get<double>(), 0.75) << metrics;
   EXPECT_LT(metrics["rmse"].get<double>(), 0.1 * metrics["baseline_random_permutation_rmse"].get<double>())
       << metrics;
+}
+
+// The shipped Sudoku model fills grids with nothing given; at temperature 0 all are the same grid
+// (one deterministic answer, which the distinct count says), at temperature 1 they differ.
+TEST(ShippedModels, TheSudokuModelCountsTheDistinctGridsItMakes) {
+  for (const std::string temperature : {"0", "1"}) {
+    const std::string json = temp_path("sudoku-t" + temperature + ".json");
+    const Result r = run("--threads 1 --seed 1 sudoku eval --model " + model_path("sudoku9.pt") +
+                         " --count 4 --no-unique --diversity-samples 2 --temperature " +
+                         temperature + " --json " + json);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const nlohmann::json from_nothing = read_json(json)["rows"][0];
+    ASSERT_EQ(from_nothing["setting"], "observed 0 (unconditional)") << from_nothing;
+    const auto valid = std::lround(4 * from_nothing["valid"].get<double>());
+    EXPECT_GE(valid, 3) << from_nothing;
+    EXPECT_EQ(from_nothing["distinct_valid"].get<long>(), temperature == "0" ? 1 : valid)
+        << from_nothing;
+  }
 }
 
 // The first test crops of the recorded evaluation (200 crops; masks are drawn crop by crop, so

@@ -93,6 +93,8 @@ std::vector<Attempt> solve_until_valid(const TrainedModel& trained, const std::v
 struct Accuracy {
   int64_t puzzles = 0;
   int64_t valid = 0;              // puzzles with a valid sample among those drawn
+  int64_t distinct_valid = 0;     // different grids among the valid samples shown (from nothing:
+                                  // how many different Sudokus were made, not one repeated)
   int64_t samples = 0;            // samples drawn, all puzzles together
   double violated_fraction = 0;   // violated pairs / constrained pairs of the sample shown, averaged (Fig. 5b)
   double seconds = 0;             // wall-clock for sampling

@@ -137,9 +137,9 @@ void add_sampling_options(CLI::App& command, SamplingOptions& o) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   command.add_option("--confidence", o.confidence,
-                     "adaptive: rank by the value's probability or by the top-two margin")
-      ->check(CLI::IsMember({"probability", "margin"}))
-      ->capture_default_str();
+                     "adaptive: rank by the value's probability or by its margin over the most "
+                     "probable other value (default: margin at temperature 0, probability above)")
+      ->check(CLI::IsMember({"probability", "margin"}));
   command.add_option("--unmask-per-step", o.unmask_per_step,
                      "adaptive: variables decided per step (0: as the schedule spreads them over "
                      "--sample-steps, which then sets the pace)")

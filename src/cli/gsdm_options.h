@@ -37,7 +37,7 @@ struct SamplingOptions {
   int64_t steps = 50;
   double eta = gsdm::SampleOptions{}.ddim_eta;
   double temperature = 0;
-  std::string confidence = "probability";
+  std::string confidence;  // "": margin at temperature 0, probability above
   int64_t unmask_per_step = gsdm::SampleOptions{}.unmask_per_step, remask = 0;
   // What `sampler` names for a model of this process, for reports.
   std::string sampler_for(gsdm::DiffusionProcess process) const;

@@ -135,14 +135,15 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
   auto report = [&](const std::string& setting, const std::vector<sudoku::Grid>& puzzles) {
     const sudoku::Accuracy a = sudoku::evaluate(trained, puzzles, options, c.samples);
     const double per_puzzle = static_cast<double>(std::max<int64_t>(1, a.puzzles));
-    std::printf("%-26s %5ld puzzles  valid %6.1f%%  violated pairs %.4f  %.3f s/puzzle",
+    std::printf("%-26s %5ld puzzles  valid %6.1f%% (%ld distinct)  violated pairs %.4f  %.3f s/puzzle",
                 setting.c_str(), static_cast<long>(a.puzzles), 100.0 * a.valid_fraction(),
-                a.violated_fraction, a.seconds / per_puzzle);
+                static_cast<long>(a.distinct_valid), a.violated_fraction, a.seconds / per_puzzle);
     if (c.samples > 1) std::printf("  %.2f samples/puzzle", static_cast<double>(a.samples) / per_puzzle);
     std::printf("\n");
     std::fflush(stdout);
     rows.push_back({{"setting", setting}, {"grids", sudoku::grid_family_name(grids)},
                     {"puzzles", a.puzzles}, {"valid", a.valid_fraction()},
+                    {"distinct_valid", a.distinct_valid},
                     {"violated_fraction", a.violated_fraction},
                     {"seconds_per_puzzle", a.seconds / per_puzzle},
                     {"max_samples", c.samples},

@@ -537,6 +537,7 @@ std::string sampler_name(Sampler sampler) {
 }
 
 Confidence parse_confidence(const std::string& name) {
+  if (name.empty()) return Confidence::by_temperature;
   if (name == "probability") return Confidence::probability;
   if (name == "margin") return Confidence::margin;
   throw std::invalid_argument("unknown confidence '" + name + "' (probability or margin)");

@@ -86,6 +86,18 @@ torch::Tensor masked_training_loss(const MaskedModelFn& network, const GsdmStruc
   return per_example.mean();
 }
 
+torch::Tensor proposal_confidence(const torch::Tensor& probabilities, const torch::Tensor& proposal,
+                                  Confidence confidence) {
+  if (confidence == Confidence::by_temperature) {
+    throw std::invalid_argument("proposal_confidence: say probability or margin");
+  }
+  const torch::Tensor index = proposal.unsqueeze(-1);
+  const torch::Tensor chosen = probabilities.gather(-1, index).squeeze(-1);
+  if (confidence == Confidence::probability || probabilities.size(-1) < 2) return chosen;
+  const torch::Tensor strongest_other = std::get<0>(probabilities.scatter(-1, index, -1.0).max(-1));
+  return chosen - strongest_other;
+}
+
 torch::Tensor sample_masked(const MaskedModelFn& model, const GsdmStructure& structure,
                             const diffusion::NoiseSchedule& schedule,
                             diffusion::MaskScheduleKind mask_schedule,
@@ -106,6 +118,10 @@ torch::Tensor sample_masked(const MaskedModelFn& model, const GsdmStructure& str
     throw std::invalid_argument("unmask-per-step and remask must be >= 0");
   }
   torch::NoGradGuard no_grad;
+  const Confidence confidence =
+      options.confidence != Confidence::by_temperature ? options.confidence
+      : options.temperature == 0                       ? Confidence::margin
+                                                       : Confidence::probability;
   const int64_t batch = observed_values.size(0);
   const torch::Tensor observed_entries = structure.layout.expand_node_mask(observed_nodes);
   torch::Tensor x = torch::where(observed_entries, observed_values, noise);
@@ -165,7 +181,7 @@ torch::Tensor sample_masked(const MaskedModelFn& model, const GsdmStructure& str
     }
     // Discrete part: each variable's proposed value, the model's confidence in it, and how
     // probable each decided variable's value still is (for remasking).
-    torch::Tensor proposal_confidence = torch::full(masked.sizes(), -1.0, x.options());
+    torch::Tensor confidences = torch::full(masked.sizes(), -2.0, x.options());
     const bool remasking = options.remask > 0 && !last;
     torch::Tensor value_probability = torch::full(masked.sizes(), 2.0, x.options());
     std::vector<torch::Tensor> proposal(structure.groups.size());
@@ -180,14 +196,8 @@ torch::Tensor sample_masked(const MaskedModelFn& model, const GsdmStructure& str
                               torch::softmax(logits / options.temperature, -1).view({-1, group.width}),
                               options.generator)
                               .view({batch, -1});
-      torch::Tensor confidence;
-      if (options.confidence == Confidence::margin && group.width > 1) {
-        const torch::Tensor top = std::get<0>(p.topk(2, -1));
-        confidence = top.select(-1, 0) - top.select(-1, 1);
-      } else {
-        confidence = p.gather(-1, proposal[g].unsqueeze(-1)).squeeze(-1);
-      }
-      proposal_confidence = proposal_confidence.index_copy(1, group.nodes, confidence);
+      confidences = confidences.index_copy(
+          1, group.nodes, proposal_confidence(p, proposal[g], confidence));
       if (remasking) {
         const torch::Tensor value = group_blocks(x, group).argmax(-1, /*keepdim=*/true);
         value_probability =
@@ -220,7 +230,7 @@ torch::Tensor sample_masked(const MaskedModelFn& model, const GsdmStructure& str
                                                     .floor()
                                                     .to(torch::kLong));
       const torch::Tensor rank = ranks(
-          torch::where(masked, proposal_confidence, torch::full_like(proposal_confidence, -2.0)),
+          torch::where(masked, confidences, torch::full_like(confidences, -3.0)),
           /*descending=*/true);
       unmask = masked & (rank < (masked_now - keep_masked).unsqueeze(1));
     }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <numeric>
+#include <set>
 #include <stdexcept>
 
 #include <torch/torch.h>
@@ -213,12 +214,15 @@ Accuracy evaluate(const TrainedModel& trained, const std::vector<Grid>& puzzles,
   Accuracy accuracy;
   const auto started = std::chrono::steady_clock::now();
   const double pairs = static_cast<double>(constrained_pairs(trained.n));
+  std::set<std::vector<int>> valid_grids;
   for (const Attempt& a : solve_until_valid(trained, puzzles, max_samples, options, batch)) {
     accuracy.valid += a.valid > 0;
+    if (a.valid > 0) valid_grids.insert(a.shown.cells);
     accuracy.samples += a.drawn;
     accuracy.violated_fraction += static_cast<double>(violated_pairs(a.shown)) / pairs;
     ++accuracy.puzzles;
   }
+  accuracy.distinct_valid = static_cast<int64_t>(valid_grids.size());
   if (accuracy.puzzles) accuracy.violated_fraction /= static_cast<double>(accuracy.puzzles);
   accuracy.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
