@@ -17,6 +17,7 @@
 #include "structdiff/ddpm.h"
 #include "structdiff/image_metrics.h"
 #include "structdiff/images.h"
+#include "structdiff/model_tensors.h"
 #include "structdiff/runtime.h"
 #include "structdiff/train.h"
 
@@ -92,8 +93,7 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
   ddpm::Model averaged = ddpm::build_model(metadata);  // receives the EMA weights
 
   const ddpm::HeldOutBatch held_out = ddpm::make_held_out_batch(model, held_out_images, /*seed=*/0);
-  int64_t parameters = 0;
-  for (const auto& p : model.net->parameters()) parameters += p.numel();
+  const int64_t parameters = train::parameter_count(*model.net);
   const bool root = !global.ranks || global.ranks->is_root();
   if (root) {
     std::fprintf(stderr,

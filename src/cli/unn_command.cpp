@@ -18,6 +18,7 @@
 #include "structdiff/ddpm.h"
 #include "structdiff/image_metrics.h"
 #include "structdiff/images.h"
+#include "structdiff/model_tensors.h"
 #include "structdiff/number_sequences.h"
 #include "structdiff/treebank.h"
 #include "structdiff/unn_parser.h"
@@ -102,8 +103,7 @@ void run_train_attention(TrainCommand c, const GlobalOptions& global) {
   unn::check_config(c.attention);
   const data::NumberSequenceSplit split = data::generate_number_sequence_split();
   unn::AttentionUnn model(c.attention);
-  int64_t parameters = 0;
-  for (const auto& p : model->parameters()) parameters += p.numel();
+  const int64_t parameters = train::parameter_count(*model);
   std::printf(
       "undirected attention on number sequences: %ld training (%ld held out for "
       "selection), %ld test sequences; d %ld, %ld parameters; k = %s, %s order\n",
@@ -205,8 +205,7 @@ void run_train_parse(TrainCommand c, const GlobalOptions& global) {
   training.seed = global.seed;
   training.loop.progress_label = "unn parse";
   unn::UnnParser model(config);
-  int64_t parameters = 0;
-  for (const auto& p : model->parameters()) parameters += p.numel();
+  const int64_t parameters = train::parameter_count(*model);
   const std::string source =
       ud ? "UD treebank " + c.treebank
          : std::string("synthetic ") + (c.control ? "control " : "") + "treebank (seed " +
@@ -271,8 +270,7 @@ void run_train(TrainCommand c, const GlobalOptions& global) {
   const data::ImageDataset test =
       data::load_image_dataset(c.config.dataset, data::ImageSplit::test, c.data_dir);
   unn::ConvUnn model(c.config);
-  int64_t parameters = 0;
-  for (const auto& p : model->parameters()) parameters += p.numel();
+  const int64_t parameters = train::parameter_count(*model);
   const int64_t batches =
       (splits.train.images.size(0) + c.training.batch_size - 1) / c.training.batch_size;
   std::printf(

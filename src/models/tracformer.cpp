@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "structdiff/dropout.h"
+#include "structdiff/model_tensors.h"
 #include "structdiff/rope.h"
 #include "structdiff/runtime.h"
 #include "structdiff/text_data.h"
@@ -355,9 +356,7 @@ TracformerImpl::TracformerImpl(Config config) : config_(std::move(config)) {
 }
 
 int64_t TracformerImpl::non_embedding_parameters() const {
-  int64_t count = 0;
-  for (const auto& p : parameters()) count += p.numel();
-  return count - embedding_->weight.numel();
+  return train::parameter_count(*this) - embedding_->weight.numel();
 }
 
 Mode TracformerImpl::effective_mode(Mode requested) const {

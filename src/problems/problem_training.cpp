@@ -9,6 +9,7 @@
 
 #include "structdiff/attention.h"
 #include "structdiff/gsdm_problems.h"
+#include "structdiff/model_tensors.h"
 #include "structdiff/runtime.h"
 
 namespace structdiff::gsdm {
@@ -60,8 +61,7 @@ nlohmann::json start_from_model_file(const std::string& path, ProblemModel& trai
 // "training a GSDM for sorting (size 3): 24 variables, 66 mask entries, 1234 parameters, ..."
 std::string heading(const ProblemModel& trained, const ProblemTrainRequest& request) {
   const ProblemOptions& options = trained.options;
-  int64_t parameters = 0;
-  for (const auto& p : trained.model->parameters()) parameters += p.numel();
+  const int64_t parameters = train::parameter_count(*trained.model);
   const std::string sizes = options.size_low.empty()
                                 ? size_text(options.size)
                                 : size_text(options.size_low) + ".." + size_text(options.size_high) +

@@ -180,9 +180,7 @@ void save_checkpoint(const std::string& path, const CheckpointParts& parts) {
   try {
     torch::serialize::OutputArchive archive;
     archive.write(kVersionKey, torch::tensor(kFormatVersion, torch::kLong));
-    int64_t parameter_count = 0;
-    for (const auto& parameter : parts.model->parameters()) parameter_count += parameter.numel();
-    archive.write(kParameterCountKey, torch::tensor(parameter_count, torch::kLong));
+    archive.write(kParameterCountKey, torch::tensor(parameter_count(*parts.model), torch::kLong));
     archive.write(kProvenanceKey, bytes_of(provenance().dump()));
     torch::serialize::OutputArchive model_archive;
     parts.model->save(model_archive);
@@ -365,6 +363,12 @@ void hash_tensors(torch::serialize::InputArchive& archive, EVP_MD_CTX* digest) {
 }
 
 }  // namespace
+
+int64_t parameter_count(const torch::nn::Module& module) {
+  int64_t count = 0;
+  for (const auto& parameter : module.parameters()) count += parameter.numel();
+  return count;
+}
 
 ModelTensors read_model_tensors(const std::string& path) {
   torch::serialize::InputArchive archive = open_checkpoint(path);
