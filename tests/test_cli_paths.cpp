@@ -271,30 +271,39 @@ const std::vector<std::string>& raw_text() {
   return markers;
 }
 
+// One run of `input`'s command with `value` in place of its file, as a process, time-limited.
+Result run_with_input(const FileOption& input, const std::string& value) {
+  std::string line = "timeout 120 " + std::string(STRUCTDIFF_BINARY) + " --threads 1";
+  for (const std::string& word : command_line(input.command, input.name, value)) {
+    line += " " + quoted(word);
+  }
+  return run_shell(line + " 2>&1");
+}
+
+// Exit 1 or 2, and none of the text only a library would print.
+void expect_refused_in_our_words(const Result& r, const std::string& shown) {
+  EXPECT_TRUE(r.exit_code == 1 || r.exit_code == 2) << "exit " << r.exit_code << ", " << shown;
+  for (const std::string& marker : raw_text()) {
+    EXPECT_FALSE(contains(r.output, marker)) << marker << " in " << shown;
+  }
+}
+
 TEST(PathFuzz, InputsRefuseDirectoriesEmptyRandomEndlessAndTruncatedFiles) {
   fs::create_directories(temp_path("outputs"));
   int cases = 0;
   for (const FileOption& input : file_options()) {
     if (input.output || base_lines().count(input.command) == 0) continue;
     for (const char* kind : {"directory", "empty", "random", "truncated"}) {
-      {
-        const std::string& value = fixtures().path.at(kind);
-        std::string line = "timeout 120 " + std::string(STRUCTDIFF_BINARY) + " --threads 1";
-        for (const std::string& word : command_line(input.command, input.name, value)) {
-          line += " " + quoted(word);
-        }
-        const Result r = run_shell(line + " 2>&1");
-        ++cases;
-        const std::string shown = input.command + " " + input.name + " " + kind + ": " + r.output;
-        EXPECT_TRUE(r.exit_code == 1 || r.exit_code == 2) << "exit " << r.exit_code << ", " << shown;
-        size_t error_lines = 0;
-        std::istringstream lines(r.output);
-        for (std::string text; std::getline(lines, text);) error_lines += text.rfind("structdiff: error: ", 0) == 0;
-        EXPECT_EQ(error_lines, 1u) << shown;
-        for (const std::string& marker : raw_text()) {
-          EXPECT_FALSE(contains(r.output, marker)) << marker << " in " << shown;
-        }
+      const Result r = run_with_input(input, fixtures().path.at(kind));
+      ++cases;
+      const std::string shown = input.command + " " + input.name + " " + kind + ": " + r.output;
+      expect_refused_in_our_words(r, shown);
+      size_t error_lines = 0;
+      std::istringstream lines(r.output);
+      for (std::string text; std::getline(lines, text);) {
+        error_lines += text.rfind("structdiff: error: ", 0) == 0;
       }
+      EXPECT_EQ(error_lines, 1u) << shown;
     }
   }
   EXPECT_GT(cases, 60);
@@ -305,17 +314,10 @@ TEST(PathFuzz, EndlessInputsAreReadWithinABound) {
   fs::create_directories(temp_path("outputs"));
   for (const FileOption& input : file_options()) {
     if (input.output || base_lines().count(input.command) == 0) continue;
-    std::string line = "timeout 120 " + std::string(STRUCTDIFF_BINARY) + " --threads 1";
-    for (const std::string& word : command_line(input.command, input.name, "/dev/zero")) {
-      line += " " + quoted(word);
-    }
-    const Result r = run_shell(line + " 2>&1");
+    const Result r = run_with_input(input, "/dev/zero");
     const std::string shown = input.command + " " + input.name + " /dev/zero: " + r.output;
-    EXPECT_TRUE(r.exit_code == 1 || r.exit_code == 2) << "exit " << r.exit_code << ", " << shown;
+    expect_refused_in_our_words(r, shown);
     EXPECT_TRUE(contains(r.output, "structdiff: error: ")) << shown;
-    for (const std::string& marker : raw_text()) {
-      EXPECT_FALSE(contains(r.output, marker)) << marker << " in " << shown;
-    }
   }
   fixtures().expect_unchanged();
 }

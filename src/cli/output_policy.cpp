@@ -1,12 +1,12 @@
 #include "cli/output_policy.h"
 
-#include "structdiff/runtime.h"
-
 #include <unistd.h>
 
 #include <filesystem>
 #include <system_error>
 #include <vector>
+
+#include "structdiff/runtime.h"
 
 namespace structdiff::cli {
 namespace {

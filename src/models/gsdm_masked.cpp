@@ -181,7 +181,9 @@ torch::Tensor sample_masked(const MaskedModelFn& model, const GsdmStructure& str
     }
     // Discrete part: each variable's proposed value, the model's confidence in it, and how
     // probable each decided variable's value still is (for remasking).
-    torch::Tensor confidences = torch::full(masked.sizes(), -2.0, x.options());
+    // Below any confidence (a margin is >= -1): what is not masked is never chosen.
+    constexpr double kNeverChosen = -3.0;
+    torch::Tensor confidences = torch::full(masked.sizes(), kNeverChosen, x.options());
     const bool remasking = options.remask > 0 && !last;
     torch::Tensor value_probability = torch::full(masked.sizes(), 2.0, x.options());
     std::vector<torch::Tensor> proposal(structure.groups.size());
@@ -230,7 +232,7 @@ torch::Tensor sample_masked(const MaskedModelFn& model, const GsdmStructure& str
                                                     .floor()
                                                     .to(torch::kLong));
       const torch::Tensor rank = ranks(
-          torch::where(masked, confidences, torch::full_like(confidences, -3.0)),
+          torch::where(masked, confidences, torch::full_like(confidences, kNeverChosen)),
           /*descending=*/true);
       unmask = masked & (rank < (masked_now - keep_masked).unsqueeze(1));
     }
