@@ -3,10 +3,14 @@
 
 Usage: scripts/ddpm_summary.py quality OUT_DIR      (one row per dataset and attention)
        scripts/ddpm_summary.py bench BENCH.json      (steps/s and peak MB against batch)
+OUT_DIR may also be the same packed as a .tar.xz (scripts/pack_results.py).
 """
 import json
 import pathlib
 import sys
+import tempfile
+
+from results_archive import unpacked
 
 
 def last_validation(log_path):
@@ -20,6 +24,11 @@ def last_validation(log_path):
 
 
 def quality(out_dir):
+    with tempfile.TemporaryDirectory() as scratch:
+        quality_of(unpacked(out_dir, scratch))
+
+
+def quality_of(out_dir):
     print("| dataset | attention | training steps in the time | held-out loss | Fréchet distance "
           "(floor) | classes: total variation from uniform | sampling s / image |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")

@@ -3,16 +3,23 @@
 
 Usage: scripts/difformer_summary.py OUT_DIR > summary.md
 
+OUT_DIR: the script's directory (fashion/, csbm/, scaling.json), or one part's folder of JSON files
+as committed (docs/results/difformer-fashion, -fashion-5000, -csbm), either of them also packed as
+a .tar.xz (docs/results/difformer-csbm.tar.xz, made by scripts/pack_results.py).
+
 Accuracies are test accuracy at the best validation epoch, mean ± sample std over runs (%).
 On Fashion-MNIST also DIFFormer minus each baseline paired by run (same split and seed): mean ±
 sample std of the differences in points, and on how many runs DIFFormer was better.
 Models are listed in the script's order (MODEL_ORDER), others after them in the order their
-cells were written.
+cells were written (by name where the times are equal, as in an archive).
 """
 import json
 import pathlib
 import statistics
 import sys
+import tempfile
+
+from results_archive import unpacked
 
 
 MODEL_ORDER = ["mlp", "gcn", "gat", "transformer", "difformer-s", "difformer-a",
@@ -26,7 +33,7 @@ def markdown_table(header, rows):
 
 
 def load_results(directory):
-    paths = sorted(directory.glob("*.json"), key=lambda path: path.stat().st_mtime)
+    paths = sorted(directory.glob("*.json"), key=lambda path: (path.stat().st_mtime, path.name))
     return [json.loads(path.read_text()) for path in paths]
 
 
@@ -116,15 +123,15 @@ def scaling_section(rows):
     ])
 
 
-def main():
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    out = pathlib.Path(sys.argv[1])
+def main(out):
     sections = []
-    fashion = load_results(out / "fashion")
+    fashion, csbm = load_results(out / "fashion"), load_results(out / "csbm")
+    if not (fashion or csbm or (out / "scaling.json").exists()):  # one part's folder of JSON files
+        results = load_results(out)
+        fashion = [result for result in results if result.get("dataset") != "csbm"]
+        csbm = [result for result in results if result.get("dataset") == "csbm"]
     if fashion:
         sections.append(fashion_section(fashion))
-    csbm = load_results(out / "csbm")
     if csbm:
         sections.append(csbm_section(csbm))
     scaling_path = out / "scaling.json"
@@ -136,4 +143,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    with tempfile.TemporaryDirectory() as scratch:
+        main(unpacked(sys.argv[1], scratch))

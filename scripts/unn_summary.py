@@ -3,6 +3,7 @@
 `unn train` runs laid out the same way: CELL-sSEED/{train.txt,eval.json[,generate.json]}).
 
 Usage: scripts/unn_summary.py OUT_DIR > summary.md
+OUT_DIR may also be such a folder packed as a .tar.xz (scripts/pack_results.py).
 
 Per run: test accuracy from `unn eval`, the best development accuracy and its step, steps and
 wall time (the training's last line), prototypes the classifier labels correctly (conv UNN
@@ -14,6 +15,9 @@ import pathlib
 import re
 import statistics
 import sys
+import tempfile
+
+from results_archive import unpacked
 
 RUN_NAME = re.compile(r"^(.+)-s(\d+)$")
 LAST_LINE = re.compile(r"best development accuracy ([\d.]+)% at step (\d+); "
@@ -30,10 +34,7 @@ def share(energy, direction):
     return "—" if value is None else f"{100 * value:.0f} %"
 
 
-def main():
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    root = pathlib.Path(sys.argv[1])
+def main(root):
     rows, by_cell = [], {}
     for run in sorted(p for p in root.iterdir() if (p / "eval.json").exists()):
         named = RUN_NAME.match(run.name)
@@ -63,4 +64,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    with tempfile.TemporaryDirectory() as scratch:
+        main(unpacked(sys.argv[1], scratch))

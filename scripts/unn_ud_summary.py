@@ -4,10 +4,15 @@ scripts/unn_ud_table4.sh and prints one markdown table per metric (test split, %
 row from this project above the paper's (multilingual BERT; Table 4 as the spec note copies it).
 The paper's modifier-list numbers come from the authors' code, which counts on packed matrices
 (spec 4.5: `modlist_packed` here), so ours are shown as the paper defines the metric (set) and as
-its code computes it (packed). Usage: scripts/unn_ud_summary.py OUT_DIR"""
+its code computes it (packed). Usage: scripts/unn_ud_summary.py OUT_DIR
+OUT_DIR: the script's directory, or the same packed as a .tar.xz (the committed parsers' JSON:
+docs/results/unn/ud.tar.xz, made by scripts/pack_results.py)."""
 import json
 import pathlib
 import sys
+import tempfile
+
+from results_archive import unpacked
 
 PAPER = {  # treebank: (UAS, modifier lists, exact match), k = 1..5
     "af_afribooms": ([89.09, 88.98, 88.40, 87.77, 88.46], [74.10, 72.60, 72.90, 71.78, 72.01],
@@ -31,8 +36,7 @@ def cell(result, key):
     return f"{100 * result[key]:.2f}"
 
 
-def main():
-    out = pathlib.Path(sys.argv[1])
+def main(out):
     results = {}
     for path in sorted(out.glob("*-k*.json")):
         treebank, k = path.stem.rsplit("-k", 1)
@@ -53,4 +57,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    with tempfile.TemporaryDirectory() as scratch:
+        main(unpacked(sys.argv[1], scratch))

@@ -602,6 +602,21 @@ TEST(Cli, UnusableDevicesAreUsageErrorsThatSayWhy) {
   }
 }
 
+// Every command that runs has a row in the one support table that main checks (devices, ranks).
+TEST(Cli, EveryCommandDeclaresWhatItSupports) {
+  const Result listed = run("--list-commands");
+  EXPECT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_FALSE(contains(listed.output, "no row")) << listed.output;
+  EXPECT_GE(line_count(listed.output), 27) << listed.output;
+  EXPECT_TRUE(contains(listed.output, "ddpm train\tcpu\tranks\n")) << listed.output;
+  EXPECT_TRUE(contains(listed.output, "gsdm train\tany\tranks\n")) << listed.output;
+  EXPECT_TRUE(contains(listed.output, "model info\tany\tone process\n")) << listed.output;
+  const Result r = run("--dry-run --world-size 2 unn train --out " + temp_path("unn.pt"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "'unn train' runs on one process; data-parallel ranks train with "
+                                 "ddpm train, gsdm train, sudoku train")) << r.output;
+}
+
 TEST(Cli, EpochCountsBelowOneAreUsageErrors) {
   for (const std::string& args : {"difformer train --epochs 0", "classifier train --epochs 0"}) {
     Result r = run(args);

@@ -12,8 +12,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "structdiff/ddpm.h"
+#include "structdiff/datasets.h"
+#include "structdiff/ddpm_runs.h"
 #include "structdiff/unet.h"
+#include "support/data.h"
 #include "support/expect_throw.h"
 #include "support/temporary_files.h"
 #include "support/modules.h"
@@ -366,6 +368,11 @@ TEST(ImageGrid, WritesAPngOfTheGridSize) {
   };
   EXPECT_EQ(be32(16), 2 * 7 - 1);  // width: 2 tiles of 6 with a 1-pixel gap
   EXPECT_EQ(be32(20), 3 * 5 - 1);  // height: 3 rows of 4
+  write_image_grid(path, torch::rand({5, 1, 4, 6}), 0);  // about square: 3 columns, 2 rows
+  in = std::ifstream(path, std::ios::binary);
+  in.read(reinterpret_cast<char*>(header.data()), 24);
+  EXPECT_EQ(be32(16), 3 * 7 - 1);
+  EXPECT_EQ(be32(20), 2 * 5 - 1);
   EXPECT_THROW_WITH(write_image_grid(path, torch::rand({2, 2, 4, 4}), 2), std::invalid_argument,
                     "images must be (N >= 1, 1 or 3, H, W)");
 }
@@ -416,6 +423,26 @@ TEST(DdpmTraining, HalfThenResumeEqualsStraightRunBitForBitWithFavorRedraws) {
   const auto resumed = run(6, true);
   expect_identical(*straight->first.net, *resumed->first.net);
   expect_identical(*straight->second.net, *resumed->second.net);
+}
+
+// The library's runs check what they can before the costly part: a classifier of another dataset
+// before any image is sampled, a held-out set that leaves nothing to train on before a model is
+// built.
+TEST(DdpmRuns, RefuseBadRequestsBeforeWork) {
+  SKIP_WITHOUT_DATA(std::string(data::kFashionMnistDirectory));
+  const std::string models = std::string(STRUCTDIFF_SOURCE_DIR) + "/models/";
+  EvalRequest eval;
+  eval.model_path = models + "ddpm-fashion-mnist.pt";
+  eval.classifier_path = models + "classifier-mnist.pt";
+  bool sampled = false;
+  eval.sampling.progress = [&sampled](int64_t, int64_t) { sampled = true; };
+  EXPECT_THROW_WITH(evaluate(eval), std::invalid_argument,
+                    "classifies mnist images; these are fashion-mnist");
+  EXPECT_FALSE(sampled);
+  TrainRequest train;
+  train.validation_images = 60000;
+  EXPECT_THROW_WITH(train_model(train), std::invalid_argument,
+                    "--validation-images 60000 leaves no training images: fashion-mnist has 60000");
 }
 
 }  // namespace

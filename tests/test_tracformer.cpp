@@ -1,6 +1,7 @@
 // Tracformer and its same-block baselines: RoPE, parameter count, no leakage, normalised CAR
 // likelihoods, sparse = dense, training, exact resume, model files, sampling, bad input.
 #include <cmath>
+#include <fstream>
 #include <random>
 #include <string>
 
@@ -9,7 +10,7 @@
 #include <torch/torch.h>
 
 #include "structdiff/rope.h"
-#include "structdiff/tracformer_training.h"
+#include "structdiff/tracformer_runs.h"
 #include "support/expect_throw.h"
 #include "support/gradcheck.h"
 #include "support/modules.h"
@@ -507,6 +508,59 @@ TEST(TracformerSampling, FillsOnlyTheHiddenPositions) {
                     "temperature must be");
   EXPECT_THROW_WITH(infill(model, {tokens, given}, {1.0, 1.5}, g1), std::invalid_argument,
                     "top-p must be in (0, 1]");
+}
+
+// ---- the runs on a text file -------------------------------------------------------------------
+
+std::string text_file_of_blocks(const TemporaryDirectory& directory, int64_t blocks) {
+  const std::string path = directory.file("blocks.txt");
+  std::ofstream out(path);
+  for (int64_t b = 0; b < blocks; ++b) out << (b ? "\n\n" : "") << "abc defg hab cdef gha bcd efgh ab " << b % 7;
+  return path;
+}
+
+// The library's runs resolve the defaults that depend on the architecture, train, score and fill
+// with no command line involved.
+TEST(TracformerRuns, TrainEvaluateAndInfillAFile) {
+  const TemporaryDirectory directory;
+  TrainRequest request;
+  request.text_path = text_file_of_blocks(directory, 60);
+  request.config = tiny(Architecture::bert);
+  request.training = quick_options(3);
+  TrainReport report = train_on_text(request);
+  EXPECT_EQ(report.averaged->config().objective, Mode::ac);  // bert's own objective
+  EXPECT_EQ(report.result.steps_done, 3);
+  EXPECT_EQ(report.metadata.at("training").at("masking"), "spans");
+  request.config = tiny(Architecture::ar);
+  report = train_on_text(request);
+  EXPECT_EQ(report.averaged->config().objective, Mode::car);
+  EXPECT_EQ(report.metadata.at("training").at("masking"), "all");  // ar reads every position
+  const std::string model_path = directory.file("runs.pt");
+  save_model(model_path, report.averaged, report.metadata);
+
+  TextEvalRequest eval;
+  eval.model_path = model_path;
+  eval.text_path = request.text_path;
+  eval.split = "test";
+  eval.crops = 2;
+  const TextEvalReport scored = evaluate_text(eval);
+  EXPECT_EQ(scored.result.crops, 2);
+  EXPECT_GT(scored.result.bits_per_char, 0);
+  EXPECT_EQ(eval_record(eval, scored).at("crop_bits").size(), 2u);
+  eval.query_set = "0:0.5";
+  EXPECT_THROW_WITH(evaluate_text(eval), std::invalid_argument, "--query-set takes CONTEXT/TARGETS");
+
+  InfillRequest fill;
+  fill.model_path = model_path;
+  fill.text = "abc ____ hab";
+  fill.samples = 2;
+  const InfillReport filled = infill_text(fill);
+  ASSERT_EQ(filled.samples.size(), 2u);
+  EXPECT_EQ(filled.hidden, 4);
+  EXPECT_EQ(filled.samples[0].text.substr(0, 4), "abc ");
+  EXPECT_LT(filled.samples[0].log_likelihood, 0);
+  fill.mask = "10:13";
+  EXPECT_THROW_WITH(infill_text(fill), std::invalid_argument, "--mask range '10:13' is not A:B");
 }
 
 }  // namespace

@@ -56,10 +56,12 @@ struct SampleOptions {
   double ddim_eta = 0;      // DDIM noise in [0, 1] (diffusion::SamplerOptions); DDIM only
   int64_t batch = 64;       // images denoised at once
   uint64_t seed = 0;
-  diffusion::ProgressFn progress;  // (images finished, total) after each batch
+  diffusion::ProgressFn progress;  // (0, total) before the first batch, (finished, total) after each
 };
 // Images in [0, 1], (count, channels, size, size), float32; deterministic given the seed.
 torch::Tensor sample(Model& model, const SampleOptions& options);
+// "ancestral (1000 steps)" or "DDIM 50 steps, eta 0".
+std::string sampler_description(const SampleOptions& options);
 
 // The model (its EMA weights, when trained) and metadata; written atomically.
 void save_model(const std::string& path, Model& model);
@@ -76,8 +78,8 @@ train::LoopResult train(Model& model, Model& averaged, const torch::Tensor& imag
                         const TrainingOptions& options, uint64_t data_seed,
                         const HeldOutBatch* held_out = nullptr);
 
-// Writes images (N, C, H, W) in [0, 1] with C = 1 or 3 as one PNG grid, `columns` wide, with a
-// one-pixel gap between tiles.
+// Writes images (N, C, H, W) in [0, 1] with C = 1 or 3 as one PNG grid, `columns` wide (0: about
+// square), with a one-pixel gap between tiles.
 void write_image_grid(const std::string& path, const torch::Tensor& images, int64_t columns);
 
 }  // namespace structdiff::ddpm

@@ -178,12 +178,7 @@ void register_bench_ddpm(CLI::App& bench, const GlobalOptions& global, Action& a
       ->capture_default_str();
   cmd->add_option("--json", o->json_path, "Write one JSON row per attention type and batch")
       ->check(writable_file());
-  cmd->callback([o, &global, &action] {
-    action = [o, &global] {
-      require_cpu(global, "bench ddpm");
-      run(*o, global);
-    };
-  });
+  cmd->callback([o, &global, &action] { action = [o, &global] { run(*o, global); }; });
 }
 
 }  // namespace structdiff::cli

@@ -146,12 +146,7 @@ void register_bench_difformer(CLI::App& bench, const GlobalOptions& global, Acti
       ->capture_default_str();
   cmd->add_option("--json", o->json_path, "Write one JSON row per kernel and size")
       ->check(writable_file());
-  cmd->callback([o, &global, &action] {
-    action = [o, &global] {
-      require_cpu(global, "bench difformer");
-      run(*o, global);
-    };
-  });
+  cmd->callback([o, &global, &action] { action = [o, &global] { run(*o, global); }; });
 }
 
 }  // namespace structdiff::cli

@@ -231,12 +231,7 @@ void register_bench_tracformer(CLI::App& bench, const GlobalOptions& global, Act
       ->check(positive())
       ->capture_default_str();
   cmd->add_option("--json", o->json_path, "Write the rows as JSON")->check(writable_file());
-  cmd->callback([o, &global, &action] {
-    action = [o, &global] {
-      require_cpu(global, "bench tracformer");
-      run(*o, global);
-    };
-  });
+  cmd->callback([o, &global, &action] { action = [o, &global] { run(*o, global); }; });
 }
 
 }  // namespace structdiff::cli

@@ -143,12 +143,7 @@ void register_classifier(CLI::App& app, const GlobalOptions& global, Action& act
       ->check(writable_file());
   train->add_flag("--resume", t->training.resume,
                   "Continue from --checkpoint if it exists (same options), bit for bit");
-  train->callback([t, &global, &action] {
-    action = [t, &global] {
-      require_cpu(global, "classifier train");
-      run_train(*t, global);
-    };
-  });
+  train->callback([t, &global, &action] { action = [t, &global] { run_train(*t, global); }; });
 
   auto e = std::make_shared<EvalCommand>();
   CLI::App* evaluate = classifier->add_subcommand(
@@ -163,12 +158,7 @@ void register_classifier(CLI::App& app, const GlobalOptions& global, Action& act
   evaluate->add_option("--data-dir", e->directory, "IDX directory (default: the dataset's)");
   evaluate->add_option("--json", e->json_path, "Write the results as JSON")
       ->check(writable_file());
-  evaluate->callback([e, &global, &action] {
-    action = [e, &global] {
-      require_cpu(global, "classifier eval");
-      run_eval(*e);
-    };
-  });
+  evaluate->callback([e, &global, &action] { action = [e, &global] { run_eval(*e); }; });
 }
 
 }  // namespace structdiff::cli

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <stdexcept>
 #include <vector>
 
@@ -75,10 +76,52 @@ void add_training_loop_options(CLI::App& command, train::LoopOptions& options,
   });
 }
 
-void require_cpu(const GlobalOptions& global, const std::string& command) {
-  if (!global.device.is_cpu()) {
-    throw std::invalid_argument(command + " runs on the CPU only so far (--device " +
-                                global.device.str() + " is not supported there)");
+namespace {
+
+const std::map<std::string, Support>& support_table() {
+  static const std::map<std::string, Support> table = {
+      {"bench attention", {true, false}},   {"bench gsdm", {true, false}},
+      {"bench difformer", {false, false}},  {"bench ddpm", {false, false}},
+      {"bench tracformer", {false, false}}, {"pattern", {true, false}},
+      {"gsdm train", {true, true}},         {"gsdm eval", {true, false}},
+      {"gsdm sample", {true, false}},       {"gsdm mask", {true, false}},
+      {"gsdm invariance", {true, false}},   {"sudoku train", {true, true}},
+      {"sudoku solve", {true, false}},      {"sudoku eval", {true, false}},
+      {"difformer train", {false, false}},  {"classifier train", {false, false}},
+      {"classifier eval", {false, false}},  {"ddpm train", {false, true}},
+      {"ddpm sample", {false, false}},      {"ddpm eval", {false, false}},
+      {"tracformer train", {true, false}},  {"tracformer eval", {true, false}},
+      {"tracformer infill", {true, false}}, {"unn train", {false, false}},
+      {"unn eval", {false, false}},         {"unn generate", {false, false}},
+      {"model info", {true, false}},        {"export", {true, false}},
+  };
+  return table;
+}
+
+}  // namespace
+
+std::optional<Support> support_of(const std::string& command) {
+  const auto row = support_table().find(command);
+  if (row == support_table().end()) return std::nullopt;
+  return row->second;
+}
+
+void check_support(const std::string& command, const torch::Device& device, bool ranks) {
+  const std::optional<Support> support = support_of(command);
+  if (!support) {
+    throw std::logic_error("'" + command + "' has no row in the command support table (src/cli/command.cpp)");
+  }
+  if (!device.is_cpu() && !support->devices) {
+    throw std::invalid_argument(command + " runs on the CPU only so far (--device " + device.str() +
+                                " is not supported there)");
+  }
+  if (ranks && !support->ranks) {
+    std::string trainers;
+    for (const auto& [name, support] : support_table()) {
+      if (support.ranks) trainers += (trainers.empty() ? "" : ", ") + name;
+    }
+    throw std::invalid_argument("'" + command + "' runs on one process; data-parallel ranks train with " +
+                                trainers);
   }
 }
 

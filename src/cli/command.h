@@ -20,9 +20,18 @@ struct GlobalOptions {
   std::shared_ptr<train::Ranks> ranks;  // data-parallel ranks (--world-size, torchrun); null: one
 };
 
-// For commands whose models run on the CPU only so far: throws std::invalid_argument naming the
-// command when --device asks for another device.
-void require_cpu(const GlobalOptions& global, const std::string& command);
+// What each command ("ddpm train") supports beyond one process on the CPU, declared in one table
+// that main checks before any work: other devices, and data-parallel ranks.
+struct Support {
+  bool devices = false;
+  bool ranks = false;
+};
+// The command's row; nullopt for a command without one.
+std::optional<Support> support_of(const std::string& command);
+// Throws std::invalid_argument saying what `command` does not support of what the run asks
+// (--device other than the CPU, `ranks`: --world-size or a launched rank), or naming a command
+// without a row in the table.
+void check_support(const std::string& command, const torch::Device& device, bool ranks);
 
 // Writes `value` as indented JSON with the run's provenance (train::provenance()) beside it: an
 // object gains a "provenance" key, anything else becomes {"rows": value, "provenance": ...}.

@@ -400,12 +400,7 @@ void register_difformer(CLI::App& app, const GlobalOptions& global, Action& acti
       ->check(writable_file());
   train->add_flag("--resume", t->training.resume,
                   "Continue each run from its --checkpoint if it exists (same options), bit for bit");
-  train->callback([t, &global, &action] {
-    action = [t, &global] {
-      require_cpu(global, "difformer train");
-      run_train(*t, global);
-    };
-  });
+  train->callback([t, &global, &action] { action = [t, &global] { run_train(*t, global); }; });
 }
 
 }  // namespace structdiff::cli

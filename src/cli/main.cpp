@@ -262,22 +262,20 @@ int run_command_line(int argc, char** argv, bool check_only) {
   }
   global.device = parse_device(line.device);
   const bool launched_rank = std::getenv("WORLD_SIZE") != nullptr;
-  if (line.world_size > 1 || launched_rank) {
-    std::string command;
-    for (const CLI::App* level : selected_chain(app)) {
-      if (level != &app) command += (command.empty() ? "" : " ") + level->get_name();
-    }
-    if (command != "gsdm train" && command != "sudoku train" && command != "ddpm train") {
-      std::cerr << "structdiff: error: '" << command << "' runs on one process; data-parallel "
-                << "ranks train with gsdm train, sudoku train and ddpm train (run with --help for "
-                   "usage)\n";
-      return 2;
-    }
-    if (line.world_size > 1 && launched_rank) {
-      std::cerr << "structdiff: error: --world-size starts local ranks itself; with WORLD_SIZE "
-                   "set (torchrun) leave it out (run with --help for usage)\n";
-      return 2;
-    }
+  std::string command;
+  for (const CLI::App* level : selected_chain(app)) {
+    if (level != &app) command += (command.empty() ? "" : " ") + level->get_name();
+  }
+  try {
+    cli::check_support(command, global.device, line.world_size > 1 || launched_rank);
+  } catch (const std::exception& e) {
+    std::cerr << "structdiff: error: " << e.what() << " (run with --help for usage)\n";
+    return 2;
+  }
+  if (line.world_size > 1 && launched_rank) {
+    std::cerr << "structdiff: error: --world-size starts local ranks itself; with WORLD_SIZE "
+                 "set (torchrun) leave it out (run with --help for usage)\n";
+    return 2;
   }
   if (line.dry_run || check_only) return 0;
   if (line.world_size > 1) return launch_local_ranks(argc, argv, line.world_size);
@@ -382,6 +380,23 @@ int list_value_options() {
   return 0;
 }
 
+// --list-commands: "COMMAND<TAB>DEVICES<TAB>RANKS" for every command that runs ("cpu" or "any",
+// "ranks" or "one process"; "no row" for a command missing from the support table: exit 1).
+void list_commands(const CLI::App& level, const std::string& prefix, int& missing) {
+  for (const CLI::App* command : level.get_subcommands([](const CLI::App*) { return true; })) {
+    const std::string name = prefix.empty() ? command->get_name() : prefix + " " + command->get_name();
+    if (!command->get_subcommands([](const CLI::App*) { return true; }).empty()) {
+      list_commands(*command, name, missing);
+      continue;
+    }
+    const std::optional<cli::Support> support = cli::support_of(name);
+    missing += !support;
+    std::cout << name << '\t'
+              << (!support ? "no row" : support->devices ? "any" : "cpu") << '\t'
+              << (!support ? "no row" : support->ranks ? "ranks" : "one process") << '\n';
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -403,5 +418,11 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--dry-run-lines") return check_command_lines(argv[2]);
   if (argc == 3 && std::string(argv[1]) == "--refused-lines") return check_refused_lines(argv[2]);
   if (argc == 2 && std::string(argv[1]) == "--list-value-options") return list_value_options();
+  if (argc == 2 && std::string(argv[1]) == "--list-commands") {
+    CommandLine line;
+    int missing = 0;
+    list_commands(line.app, "", missing);
+    return missing == 0 ? 0 : 1;
+  }
   return run_command_line(argc, argv, /*check_only=*/false);
 }

@@ -601,12 +601,7 @@ void register_unn(CLI::App& app, const GlobalOptions& global, Action& action) {
       ->check(CLI::IsMember(data::committed_ud_treebanks()));
   add_training_loop_options(*train, t->training.loop);
   t->command = train;
-  train->callback([t, &global, &action] {
-    action = [t, &global] {
-      require_cpu(global, "unn train");
-      run_train(*t, global);
-    };
-  });
+  train->callback([t, &global, &action] { action = [t, &global] { run_train(*t, global); }; });
 
   auto e = std::make_shared<EvalCommand>();
   CLI::App* evaluate = unn->add_subcommand(
@@ -627,12 +622,7 @@ void register_unn(CLI::App& app, const GlobalOptions& global, Action& action) {
                        "IDX directory, or a UD parser's treebank directory (default: the "
                        "dataset's, data/ud/NAME)");
   evaluate->add_option("--json", e->json_path, "Write the results as JSON")->check(writable_file());
-  evaluate->callback([e, &global, &action] {
-    action = [e, &global] {
-      require_cpu(global, "unn eval");
-      run_eval(*e);
-    };
-  });
+  evaluate->callback([e, &global, &action] { action = [e, &global] { run_eval(*e); }; });
 
   auto g = std::make_shared<GenerateCommand>();
   CLI::App* generate = unn->add_subcommand(
@@ -654,12 +644,7 @@ void register_unn(CLI::App& app, const GlobalOptions& global, Action& action) {
                    "Classifier that labels the prototypes, e.g. models/classifier-mnist.pt")
       ->check(CLI::ExistingFile);
   generate->add_option("--json", g->json_path, "Write the results as JSON")->check(writable_file());
-  generate->callback([g, &global, &action] {
-    action = [g, &global] {
-      require_cpu(global, "unn generate");
-      run_generate(*g);
-    };
-  });
+  generate->callback([g, &global, &action] { action = [g, &global] { run_generate(*g); }; });
 }
 
 }  // namespace structdiff::cli

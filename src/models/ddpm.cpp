@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <stdexcept>
 #include <vector>
@@ -113,6 +114,7 @@ torch::Tensor sample(Model& model, const SampleOptions& options) {
     return model.net(x, t);
   };
   std::vector<torch::Tensor> images;
+  if (options.progress) options.progress(0, options.count);
   for (int64_t first = 0; first < options.count; first += options.batch) {
     const int64_t size = std::min(options.batch, options.count - first);
     torch::Tensor x_T = torch::randn({size, config.image_channels, config.image_size, config.image_size},
@@ -124,6 +126,13 @@ torch::Tensor sample(Model& model, const SampleOptions& options) {
     if (options.progress) options.progress(first + size, options.count);
   }
   return torch::cat(images, 0);
+}
+
+std::string sampler_description(const SampleOptions& options) {
+  if (options.ddim_steps == 0) return "ancestral (1000 steps)";
+  char eta[32];
+  std::snprintf(eta, sizeof eta, "%g", options.ddim_eta);
+  return "DDIM " + std::to_string(options.ddim_steps) + " steps, eta " + eta;
 }
 
 void save_model(const std::string& path, Model& model) {
@@ -193,8 +202,9 @@ void write_image_grid(const std::string& path, const torch::Tensor& images, int6
   if (images.dim() != 4 || images.size(0) < 1 || (images.size(1) != 1 && images.size(1) != 3)) {
     throw std::invalid_argument("write_image_grid: images must be (N >= 1, 1 or 3, H, W)");
   }
-  if (columns < 1) throw std::invalid_argument("write_image_grid: columns must be >= 1");
+  if (columns < 0) throw std::invalid_argument("write_image_grid: columns must be >= 0");
   const int64_t count = images.size(0), channels = images.size(1);
+  if (columns == 0) columns = static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(count))));
   const int64_t height = images.size(2), width = images.size(3);
   const int64_t cols = std::min(columns, count), rows = (count + cols - 1) / cols;
   const int64_t grid_width = cols * (width + 1) - 1, grid_height = rows * (height + 1) - 1;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 21's measurements, side by side in one run on an otherwise idle machine.
 # Usage: docs/results/performance/run.sh GSDM_REFERENCE_CHECKOUT [OUT_DIR]
-# (the authors' code: `git archive` of github:plai-group/gsdm into a folder; needs python3-yaml)
+# (the authors' code: `git archive` of github:plai-group/gsdm into a folder; it runs on the .venv's
+# PyTorch and PyYAML from scripts/setup.sh)
 set -euo pipefail
 reference=${1:?the authors\' GSDM checkout}
 out=${2:-docs/results/performance}
@@ -24,7 +25,7 @@ build/bench/bench_kernels --benchmark_filter=sudoku --benchmark_repetitions=5 \
 for round in 1 2 3; do
   $B --threads 2 --seed 0 bench gsdm --attention sparse dense --train-steps 20 --no-ancestral \
     --json "$out/gsdm-$round.json"
-  /usr/bin/python3 ../shared/tools/gsdm_ref_steps.py "$reference" 2 20
+  .venv/bin/python ../shared/tools/gsdm_ref_steps.py "$reference" 2 20
 done
 # The same step on two single-threaded ranks (data parallel, the loop's own timing).
 $B --threads 1 --world-size 2 --seed 1 sudoku train --size 9 --batch 32 --train-steps 60 \
