@@ -89,7 +89,7 @@ TEST(ShippedModels, TheSudokuModelCountsTheDistinctGridsItMakes) {
 // the first 8 of a shorter run see the same masks) give the recorded bits, crop by crop.
 TEST(ShippedModels, TheTracformerGivesItsRecordedBitsPerCrop) {
   SKIP_WITHOUT_DATA(kSource + "/data/kjv/kjv.txt");
-  const nlohmann::json recorded = read_json(kSource + "/docs/results/tracformer/kjv-test-p0.5-m8.json");
+  const nlohmann::json recorded = read_json(kSource + "/docs/results/tracformer/kjv4000-test-p0.5-m8.json");
   const std::string json = temp_path("kjv.json");
   const Result r = run_shell("cd " + kSource + " && " + STRUCTDIFF_BINARY +
                              " --threads 2 --seed 1 tracformer eval --model models/tracformer-kjv.pt "
