@@ -75,12 +75,38 @@ class AttentionBlock(torch.nn.Module):
         return h + self.out(attended.transpose(1, 2).reshape(batch, nodes, dim))
 
 
+GSDM_KINDS = ("gsdm", "sudoku")
+# Weights the constructor may allocate for its node table: the C++ model's own limit on nodes
+# times a wide model, so a hostile table_rows is refused before allocating.
+MAX_TABLE_ELEMENTS = 2**31
+
+
+def _check_arguments(config, structure, table_rows):
+    if not isinstance(config, dict):
+        raise TypeError(f"config must be a model file's \"model\" dict, got {type(config).__name__}")
+    for key in ("dim", "heads", "blocks"):
+        value = config.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"config[{key!r}] must be a positive int, got {value!r}")
+    if config.get("norm") not in ("token", "group") or config.get("attention") is None:
+        raise ValueError("config needs \"norm\" (token or group) and \"attention\"")
+    if not isinstance(structure, (tuple, list)) or len(structure) != 5:
+        raise TypeError("structure must be the 5 items of torch.ops.structdiff.gsdm_structure, got "
+                        f"{type(structure).__name__}")
+    if isinstance(table_rows, bool) or not isinstance(table_rows, int):
+        raise TypeError(f"table_rows must be an int, got {type(table_rows).__name__}")
+    if not 1 <= table_rows <= MAX_TABLE_ELEMENTS // config["dim"]:
+        raise ValueError(f"table_rows must be in 1 .. {MAX_TABLE_ELEMENTS // config['dim']} for dim "
+                         f"{config['dim']}, got {table_rows}")
+
+
 class Gsdm(torch.nn.Module):
     """config: a model file's "model" configuration; structure: torch.ops.structdiff.gsdm_structure
     of its metadata (pattern and variable groups)."""
 
     def __init__(self, config, structure, table_rows):
         super().__init__()
+        _check_arguments(config, structure, table_rows)
         dim, heads, norm = config["dim"], config["heads"], config["norm"]
         # Files written before these switches have the defaults.
         scaled = config.get("attention_scaling", "inverse-sqrt-dim") == "inverse-sqrt-dim"
@@ -114,13 +140,32 @@ class Gsdm(torch.nn.Module):
     @classmethod
     def from_model_file(cls, path):
         state_dict, metadata = load_model_file(path)
+        if metadata.get("kind") not in GSDM_KINDS:
+            raise ValueError(f"{path} is a {metadata.get('kind')!r} model file, not a GSDM one "
+                             f"(kind {' or '.join(GSDM_KINDS)})")
         structure = _ops.gsdm_structure(json.dumps(metadata))
         model = cls(metadata["model"], structure, state_dict["node_table.weight"].shape[0])
         model.load_state_dict(state_dict)
         model.metadata = metadata
         return model.eval()
 
+    def _check_inputs(self, x_t, t, observed):
+        for name, value in (("x_t", x_t), ("t", t), ("observed", observed)):
+            if not isinstance(value, torch.Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+        if not x_t.is_floating_point() or x_t.dim() != 2 or x_t.shape[1] != self.width:
+            raise ValueError(f"x_t must be a floating (batch, {self.width}) tensor, got "
+                             f"{x_t.dtype} {tuple(x_t.shape)}")
+        batch = x_t.shape[0]
+        if t.is_floating_point() or t.is_complex() or tuple(t.shape) != (batch,):
+            raise ValueError(f"t must be an integer ({batch},) tensor of diffusion steps, got "
+                             f"{t.dtype} {tuple(t.shape)}")
+        if tuple(observed.shape) != (batch, self.num_nodes):
+            raise ValueError(f"observed must be a ({batch}, {self.num_nodes}) tensor, got "
+                             f"{tuple(observed.shape)}")
+
     def forward(self, x_t, t, observed):
+        self._check_inputs(x_t, t, observed)
         batch = x_t.shape[0]
         h = torch.zeros(batch, self.num_nodes, self.dim, dtype=x_t.dtype, device=x_t.device)
         for width, _, projection, nodes, entries in self.groups:

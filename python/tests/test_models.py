@@ -120,3 +120,12 @@ def test_export_refuses_what_it_cannot_write(tmp_path):
     result = subprocess.run([BINARY, "export", "--model", shipped("sudoku9.pt"), "--format", "onnx",
                              "--out", str(tmp_path / "x")], capture_output=True, text=True)
     assert result.returncode == 2 and "--format: onnx not in {safetensors,torch}" in result.stderr
+
+
+def test_the_python_gsdm_names_a_model_file_of_another_kind():
+    with pytest.raises(ValueError, match="is a 'ddpm' model file, not a GSDM one"):
+        Gsdm.from_model_file(shipped("ddpm-fashion-mnist.pt"))
+    model = Gsdm.from_model_file(shipped("gsdm-sorting5.pt"))
+    x_t, t, observed = random_inputs(model, 2, seed=1)
+    with pytest.raises(ValueError, match=r"t must be an integer \(2,\) tensor of diffusion steps"):
+        model(x_t, t.float(), observed)

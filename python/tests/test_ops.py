@@ -1,6 +1,7 @@
 """The operators from Python: float64 gradchecks, equality with the PyTorch code a user would
 write (dense masked softmax, the mechanisms' formulas), the pattern builders, and bad input
 raising an exception with a clear message."""
+import json
 import math
 import os
 import time
@@ -9,6 +10,7 @@ import pytest
 import torch
 
 import structdiff
+from structdiff.gsdm import Gsdm
 
 SOURCE = os.environ.get("STRUCTDIFF_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -182,6 +184,21 @@ def public_calls():
         (structdiff.favor_attention, dict(q=q, k=k, v=v, projection=projection, kernel="softmax", eps=1e-4)),
         (structdiff.diffusivity_simple, dict(q=q, k=k, v=v, norm="per_node")),
         (structdiff.load_model_file, dict(path=os.path.join(SOURCE, "models", "gsdm-sorting5.pt"))),
+        *gsdm_calls(),
+    ]
+
+
+def gsdm_calls():
+    """The GSDM denoiser's entry points: loading a model file, building one, a forward pass."""
+    path = os.path.join(SOURCE, "models", "gsdm-sorting5.pt")
+    model = Gsdm.from_model_file(path)
+    _, metadata = structdiff.load_model_file(path)
+    structure = torch.ops.structdiff.gsdm_structure(json.dumps(metadata))
+    return [
+        (Gsdm.from_model_file, dict(path=path)),
+        (Gsdm, dict(config=metadata["model"], structure=structure, table_rows=model.node_table.weight.shape[0])),
+        (model.forward, dict(x_t=torch.randn(2, model.width), t=torch.tensor([3, 7]),
+                             observed=torch.zeros(2, model.num_nodes, dtype=torch.bool))),
     ]
 
 
