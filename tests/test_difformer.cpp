@@ -1,6 +1,7 @@
 // DIFFormer and its baselines: Theorem 1's energy descent, the GCN normalisation, the GAT path
 // through the sparse kernel, mini-batch training against full-batch training.
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <vector>
 
@@ -9,6 +10,7 @@
 
 #include "structdiff/datasets.h"
 #include "structdiff/difformer.h"
+#include "structdiff/difformer_runs.h"
 #include "structdiff/difformer_training.h"
 #include "structdiff/train.h"
 #include "support/expect_throw.h"
@@ -368,4 +370,38 @@ TEST(NodeTraining, DIFFormerLearnsAnEasyCsbm) {
 }
 
 }  // namespace
+// The study resolves the defaults the dataset decides, and what the request names wins: Cora with
+// the sigmoid kernel gets the authors' released setting, except the epochs given here.
+TEST(DIFFormerStudy, CitationDefaultsAndWhatTheRequestNames) {
+  const std::filesystem::path before = std::filesystem::current_path();
+  std::filesystem::current_path(STRUCTDIFF_SOURCE_DIR);  // data/planetoid, as a user runs it
+  StudyRequest request;
+  request.dataset = "cora";
+  request.kernel = "sigmoid";
+  request.split = "authors";
+  request.runs = 1;
+  request.epochs = 1;
+  request.hidden = 16;
+  request.training.show_progress = false;
+  const StudyReport report = run_study(request);
+  std::filesystem::current_path(before);
+  const nlohmann::json& config = report.record.at("config");
+  EXPECT_EQ(report.record.at("model"), "difformer-a+graph");
+  EXPECT_EQ(config.at("layers"), 8);
+  EXPECT_EQ(config.at("hidden"), 16);
+  EXPECT_EQ(config.at("epochs"), 1);
+  EXPECT_DOUBLE_EQ(config.at("weight_decay").get<double>(), 0.1);
+  EXPECT_DOUBLE_EQ(config.at("lr").get<double>(), 1e-3);
+  EXPECT_EQ(config.at("simple_norm"), "global");
+  EXPECT_EQ(config.at("test"), 1000);
+  EXPECT_EQ(report.record.at("data").at("normalize_features"), true);
+  EXPECT_EQ(report.record.at("runs").size(), 1u);
+
+  StudyRequest graph_on_gcn;
+  graph_on_gcn.architecture = "gcn";
+  graph_on_gcn.use_graph = true;
+  EXPECT_THROW_WITH(run_study(graph_on_gcn), std::invalid_argument,
+                    "--use-graph adds a graph branch to attention models, not to gcn");
+}
+
 }  // namespace structdiff::difformer
