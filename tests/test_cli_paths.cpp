@@ -28,6 +28,7 @@ namespace fs = std::filesystem;
 struct FileOption {
   std::string command, name;
   bool output;
+  bool directory = false;  // an input directory (DIR)
 };
 
 // The file options of every command, from the binary's option table.
@@ -36,6 +37,7 @@ std::vector<FileOption> file_options() {
   for (const auto& fields : value_option_rows()) {
     if (fields[3] == "FILE") options.push_back({fields[0], fields[1], false});
     if (fields[3] == "FILE (written)") options.push_back({fields[0], fields[1], true});
+    if (fields[3] == "DIR") options.push_back({fields[0], fields[1], false, true});
   }
   return options;
 }
@@ -81,8 +83,18 @@ struct Fixtures {
     path["regular"] = temp_path("regular.txt");
     std::ofstream(path["regular"]) << "a regular file\n";
     path["kjv"] = std::string(STRUCTDIFF_SOURCE_DIR) + "/data/kjv/kjv.txt";  // read only
+    // A directory of the IDX files' names holding random bytes, for the --data-dir options.
+    path["random-idx"] = temp_path("random-idx");
+    fs::create_directories(path["random-idx"]);
+    for (const char* split : {"train", "t10k"}) {
+      for (const char* part : {"images-idx3-ubyte", "labels-idx1-ubyte"}) {
+        for (const char* ending : {"", ".gz"}) {
+          std::ofstream(path["random-idx"] + "/" + split + "-" + part + ending, std::ios::binary) << bytes;
+        }
+      }
+    }
     for (const auto& [name, file] : path) {
-      if (name != "directory") content[name] = read_file(file);
+      if (name != "directory" && name != "random-idx") content[name] = read_file(file);
     }
   }
 
@@ -158,6 +170,7 @@ const std::map<std::string, BaseLine>& base_lines() {
          {"--json", "out:eval.json"}},
         {"--class", "0", "--iterations", "1"}}},
       {"export", {{{"--model", "sorting"}, {"--out", "out:exported.pt"}}, {}}},
+      {"model info", {{{"model", "sorting"}}, {}}},
   };
   return lines;
 }
@@ -174,15 +187,16 @@ std::vector<std::string> command_line(const std::string& command, const std::str
   for (std::string word; split >> word;) words.push_back(word);
   const BaseLine& base = base_lines().at(command);
   bool set = false;
+  // A positional argument ("model", no dashes) is its value alone.
+  auto add = [&words](const std::string& name, const std::string& value) {
+    if (name.rfind("-", 0) == 0) words.push_back(name);
+    words.push_back(value);
+  };
   for (const auto& [name, spec] : base.options) {
-    words.push_back(name);
-    words.push_back(name == option ? value : value_of(spec));
+    add(name, name == option ? value : value_of(spec));
     set = set || name == option;
   }
-  if (!set) {
-    words.push_back(option);
-    words.push_back(value);
-  }
+  if (!set) add(option, value);
   words.insert(words.end(), base.tail.begin(), base.tail.end());
   return words;
 }
@@ -280,6 +294,13 @@ Result run_with_input(const FileOption& input, const std::string& value) {
   return run_shell(line + " 2>&1");
 }
 
+size_t line_count_of_errors(const std::string& output) {
+  size_t count = 0;
+  std::istringstream lines(output);
+  for (std::string text; std::getline(lines, text);) count += text.rfind("structdiff: error: ", 0) == 0;
+  return count;
+}
+
 // Exit 1 or 2, and none of the text only a library would print.
 void expect_refused_in_our_words(const Result& r, const std::string& shown) {
   EXPECT_TRUE(r.exit_code == 1 || r.exit_code == 2) << "exit " << r.exit_code << ", " << shown;
@@ -292,28 +313,49 @@ TEST(PathFuzz, InputsRefuseDirectoriesEmptyRandomEndlessAndTruncatedFiles) {
   fs::create_directories(temp_path("outputs"));
   int cases = 0;
   for (const FileOption& input : file_options()) {
-    if (input.output || base_lines().count(input.command) == 0) continue;
+    if (input.output || input.directory || base_lines().count(input.command) == 0) continue;
     for (const char* kind : {"directory", "empty", "random", "truncated"}) {
       const Result r = run_with_input(input, fixtures().path.at(kind));
       ++cases;
       const std::string shown = input.command + " " + input.name + " " + kind + ": " + r.output;
       expect_refused_in_our_words(r, shown);
-      size_t error_lines = 0;
-      std::istringstream lines(r.output);
-      for (std::string text; std::getline(lines, text);) {
-        error_lines += text.rfind("structdiff: error: ", 0) == 0;
-      }
-      EXPECT_EQ(error_lines, 1u) << shown;
+      EXPECT_EQ(line_count_of_errors(r.output), 1u) << shown;
     }
   }
   EXPECT_GT(cases, 60);
   fixtures().expect_unchanged();
 }
 
+// Input directories (--data-dir) get a regular file, an empty directory and a directory whose IDX
+// files are random bytes: a regular file is refused at parse time; the others stop with one line
+// naming the missing or damaged file, or run where the command does not read the directory
+// (difformer on its default CSBM graph).
+TEST(PathFuzz, InputDirectoriesRefuseFilesAndEmptyOrDamagedData) {
+  fs::create_directories(temp_path("outputs"));
+  int cases = 0;
+  for (const FileOption& input : file_options()) {
+    if (!input.directory) continue;
+    ASSERT_EQ(base_lines().count(input.command), 1u) << "no base line for " << input.command;
+    for (const char* kind : {"regular", "directory", "random-idx"}) {
+      const Result r = run_with_input(input, fixtures().path.at(kind));
+      ++cases;
+      const std::string shown = input.command + " " + input.name + " " + kind + ": " + r.output;
+      if (std::string(kind) == "regular") {
+        EXPECT_EQ(r.exit_code, 2) << shown;
+        EXPECT_TRUE(contains(r.output, "Directory is actually a file")) << shown;
+      }
+      if (r.exit_code != 0) expect_refused_in_our_words(r, shown);
+      EXPECT_LE(line_count_of_errors(r.output), 1u) << shown;
+    }
+  }
+  EXPECT_GE(cases, 21);  // seven --data-dir options, three values each
+  fixtures().expect_unchanged();
+}
+
 TEST(PathFuzz, EndlessInputsAreReadWithinABound) {
   fs::create_directories(temp_path("outputs"));
   for (const FileOption& input : file_options()) {
-    if (input.output || base_lines().count(input.command) == 0) continue;
+    if (input.output || input.directory || base_lines().count(input.command) == 0) continue;
     const Result r = run_with_input(input, "/dev/zero");
     const std::string shown = input.command + " " + input.name + " /dev/zero: " + r.output;
     expect_refused_in_our_words(r, shown);

@@ -125,7 +125,8 @@ void register_classifier(CLI::App& app, const GlobalOptions& global, Action& act
       ->required();
   train->add_option("--data-dir", t->directory,
                     "IDX directory (default: the Debian package's for fashion-mnist, data/mnist "
-                    "for mnist)");
+                    "for mnist)")
+      ->check(CLI::ExistingDirectory);
   train->add_option("--out", t->out_path, "Checkpoint to write")
       ->check(writable_file())->required();
   train->add_option("--epochs", t->training.epochs, "Epochs")
@@ -155,7 +156,8 @@ void register_classifier(CLI::App& app, const GlobalOptions& global, Action& act
       ->add_option("--dataset", e->dataset,
                    "fashion-mnist or mnist (default: the one it was trained on)")
       ->check(CLI::IsMember(datasets));
-  evaluate->add_option("--data-dir", e->directory, "IDX directory (default: the dataset's)");
+  evaluate->add_option("--data-dir", e->directory, "IDX directory (default: the dataset's)")
+      ->check(CLI::ExistingDirectory);
   evaluate->add_option("--json", e->json_path, "Write the results as JSON")
       ->check(writable_file());
   evaluate->callback([e, &global, &action] { action = [e, &global] { run_eval(*e); }; });

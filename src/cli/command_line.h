@@ -51,7 +51,8 @@ int check_command_lines(const std::string& path);
 // all were refused so, else 1.
 int check_refused_lines(const std::string& path);
 // --list-value-options: "COMMAND<TAB>--OPTION<TAB>TYPE<TAB>DOMAIN" for every option that takes a
-// value (COMMAND empty for the global ones), for a generated test to give each a hostile value.
+// value, and "COMMAND<TAB>NAME<TAB>..." for every positional argument (COMMAND empty for the global
+// ones), for a generated test to give each a hostile value.
 int list_value_options();
 // --list-commands: "COMMAND<TAB>DEVICES<TAB>RANKS" for every command that runs ("cpu" or "any",
 // "ranks" or "one process"; "no row" for a command missing from the support table: exit 1).

@@ -112,7 +112,8 @@ void register_ddpm(CLI::App& app, const GlobalOptions& global, Action& action) {
   train->add_option("--dataset", t->request.dataset, "fashion-mnist or mnist")
       ->check(CLI::IsMember(kDatasets))
       ->capture_default_str();
-  train->add_option("--data-dir", t->request.data_dir, "Directory of the IDX files (default: the dataset's)");
+  train->add_option("--data-dir", t->request.data_dir, "Directory of the IDX files (default: the dataset's)")
+      ->check(CLI::ExistingDirectory);
   train->add_option("--attention", t->attention, "U-Net attention: dense, favor-softmax, favor-relu, linear")
       ->check(CLI::IsMember(unet::attention_names()))
       ->capture_default_str();
@@ -181,7 +182,8 @@ void register_ddpm(CLI::App& app, const GlobalOptions& global, Action& action) {
       ->check(CLI::ExistingFile);
   evaluate->add_option("--dataset", e->request.dataset, "Real data to compare with (default: the model's)")
       ->check(CLI::IsMember(kDatasets));
-  evaluate->add_option("--data-dir", e->request.data_dir, "Directory of the IDX files (default: the dataset's)");
+  evaluate->add_option("--data-dir", e->request.data_dir, "Directory of the IDX files (default: the dataset's)")
+      ->check(CLI::ExistingDirectory);
   add_sampling(evaluate, e->request.sampling);
   evaluate->add_option("--grid", e->grid_path, "Also write the first 100 samples as a PNG grid")
       ->check(writable_file());

@@ -107,6 +107,7 @@ void register_difformer(CLI::App& app, const GlobalOptions& global, Action& acti
       ->check(positive())
       ->capture_default_str();
   train->add_option("--data-dir", r.data_dir, "Fashion-MNIST IDX directory")
+      ->check(CLI::ExistingDirectory)
       ->capture_default_str();
   train->add_option("--pool", r.pool, "Fashion-MNIST images (balanced over classes)")
       ->capture_default_str();

@@ -553,7 +553,8 @@ void register_unn(CLI::App& app, const GlobalOptions& global, Action& action) {
   train->add_option("--task", t->task, "mnist-conv, fashion-conv, attention or parse")
       ->check(CLI::IsMember({"mnist-conv", "fashion-conv", "attention", "parse"}))
       ->capture_default_str();
-  train->add_option("--data-dir", t->data_dir, "IDX directory (default: the dataset's)");
+  train->add_option("--data-dir", t->data_dir, "IDX directory (default: the dataset's)")
+      ->check(CLI::ExistingDirectory);
   train->add_option("--out", t->out_path, "Model file to write")
       ->check(writable_file())
       ->required();
@@ -620,7 +621,8 @@ void register_unn(CLI::App& app, const GlobalOptions& global, Action& action) {
       ->capture_default_str();
   evaluate->add_option("--data-dir", e->data_dir,
                        "IDX directory, or a UD parser's treebank directory (default: the "
-                       "dataset's, data/ud/NAME)");
+                       "dataset's, data/ud/NAME)")
+      ->check(CLI::ExistingDirectory);
   evaluate->add_option("--json", e->json_path, "Write the results as JSON")->check(writable_file());
   evaluate->callback([e, &global, &action] { action = [e, &global] { run_eval(*e); }; });
 

@@ -72,7 +72,7 @@ std::string base_type(const CLI::Option& option) {
 void walk(CLI::App& app, const std::string& command,
           const std::function<void(const std::string&, CLI::Option&)>& visit) {
   for (CLI::Option* option : app.get_options()) {
-    if (option->get_items_expected_max() > 0 && !option->get_lnames().empty()) {
+    if (option->get_items_expected_max() > 0 && (!option->get_lnames().empty() || option->get_positional())) {
       visit(command, *option);
     }
   }
@@ -128,7 +128,9 @@ std::vector<OptionEntry> list_value_options(CLI::App& app) {
   walk(app, "", [&](const std::string& command, CLI::Option& option) {
     const std::string full = option.get_type_name();
     const size_t colon = full.find(':');
-    entries.push_back({command, "--" + option.get_lnames().front(), base_type(option),
+    // A positional argument by its name alone ("model"), an option with its dashes.
+    const std::string name = option.get_lnames().empty() ? option.get_name() : "--" + option.get_lnames().front();
+    entries.push_back({command, name, base_type(option),
                        colon == std::string::npos ? "" : full.substr(colon + 1)});
   });
   return entries;
