@@ -151,13 +151,18 @@ TEST(Cli, ClassifierEvalOfTheShippedModel) {
   EXPECT_EQ(result["frechet_train_images"], 10000);
   EXPECT_GT(result["frechet_train_vs_test"].get<double>(), 0.0);
 
+  // A directory that does not exist is a usage error; one without the IDX files says which is
+  // missing.
   r = run("classifier train --dataset mnist --data-dir /nonexistent --out " +
+          temp_path("classifier.pt"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(line_count(r.output), 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "--data-dir: Directory does not exist: /nonexistent")) << r.output;
+  r = run("classifier train --dataset mnist --data-dir " + temp_path("") + " --out " +
           temp_path("classifier.pt"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(line_count(r.output), 1) << r.output;
-  EXPECT_NE(r.output.find("/nonexistent/train-images-idx3-ubyte.gz: not found"),
-            std::string::npos)
-      << r.output;
+  EXPECT_TRUE(contains(r.output, "train-images-idx3-ubyte.gz: not found")) << r.output;
 }
 
 // `difformer train` records the options it ran with; Fashion-MNIST takes the image setting's

@@ -237,7 +237,7 @@ TEST(Sampling, DeterministicImagesInUnitRangeAndErrors) {
     const torch::Tensor x0 = diffusion::sample_ddim(net, model.schedule, x_T, 3, sampler);
     EXPECT_TRUE(torch::allclose(a.narrow(0, 0, 2), ((x0 + 1) / 2).clamp(0, 1), 1e-6, 1e-6));
   }
-  EXPECT_EQ(reported, (std::vector<int64_t>{2, 4, 5, 2, 4, 5}));
+  EXPECT_EQ(reported, (std::vector<int64_t>{0, 2, 4, 5, 0, 2, 4, 5}));  // 0: sampling starts
   options.ddim_steps = 1001;
   EXPECT_THROW_WITH(sample(model, options), std::invalid_argument,
                     "DDIM steps must be in [1, 1000], or 0 for the ancestral chain; got 1001");
