@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 namespace structdiff::cli {
@@ -29,17 +30,22 @@ void print_training_summary(const train::LoopResult& result, const std::string& 
 }
 
 void add_training_loop_options(CLI::App& command, train::LoopOptions& options,
-                               std::function<void()> more_checks) {
-  command.add_option("--train-steps", options.steps, "Total optimiser steps")
-      ->check(positive())
-      ->capture_default_str();
+                               std::function<void()> more_checks, train::LoopChoices* choices) {
+  // Into `field`, or into the choice when the command defers the default to another option.
+  auto bind = [&command](const std::string& name, auto& field, auto* choice, const std::string& help) {
+    using Value = std::remove_reference_t<decltype(field)>;
+    if (choice == nullptr) return command.add_option(name, field, help)->capture_default_str();
+    return command.add_option_function<Value>(name, [choice](const Value& v) { *choice = v; },
+                                              help + " (default: the task's)");
+  };
+  bind("--train-steps", options.steps, choices ? &choices->steps : nullptr, "Total optimiser steps")
+      ->check(positive());
   command.add_option_function<double>(
              "--max-minutes", [&options](double minutes) { options.max_seconds = minutes * 60.0; },
              "Stop (and checkpoint) after this many minutes of this run (default: no limit)")
       ->check(positive());
-  command.add_option("--lr", options.learning_rate, "AdamW learning rate")
-      ->check(positive())
-      ->capture_default_str();
+  bind("--lr", options.learning_rate, choices ? &choices->learning_rate : nullptr, "AdamW learning rate")
+      ->check(positive());
   command.add_option("--weight-decay", options.weight_decay,
                      "AdamW decoupled weight decay, on matrices only")
       ->capture_default_str();
@@ -51,12 +57,12 @@ void add_training_loop_options(CLI::App& command, train::LoopOptions& options,
       ->default_str(options.decay == train::LearningRateDecay::cosine ? "cosine" : "constant");
   command.add_option("--warmup", options.warmup_steps, "Linear learning-rate warm-up steps")
       ->capture_default_str();
-  command.add_option("--clip", options.clip_norm, "Gradient norm clip (> 0; inf: none)")
-      ->check(positive_or_infinite())
-      ->capture_default_str();
+  bind("--clip", options.clip_norm, choices ? &choices->clip_norm : nullptr,
+       "Gradient norm clip (> 0; inf: none)")
+      ->check(positive_or_infinite());
   command.add_option("--ema", options.ema_decay, "EMA decay, in [0, 1)")->capture_default_str();
-  command.add_option("--validate-every", options.validate_every, "Steps between validations (0: never)")
-      ->capture_default_str();
+  bind("--validate-every", options.validate_every, choices ? &choices->validate_every : nullptr,
+       "Steps between validations (0: never)");
   command.add_option("--checkpoint", options.checkpoint_path, "Full training state, for --resume")
       ->check(writable_file());
   command.add_option("--checkpoint-every", options.checkpoint_every, "Steps between checkpoints")
@@ -66,9 +72,9 @@ void add_training_loop_options(CLI::App& command, train::LoopOptions& options,
                      "JSONL metrics log (a resumed run drops the records after its checkpoint)")
       ->check(writable_file());
   // One check, the library's, for every value; at parse time, so a bad value is a usage error.
-  command.parse_complete_callback([&options, more_checks] {
+  command.parse_complete_callback([&options, more_checks, choices] {
     try {
-      train::check_loop_options(options);
+      train::check_loop_options(choices ? train::with_choices(options, *choices) : options);
     } catch (const std::invalid_argument& error) {
       throw CLI::ValidationError(error.what());
     }

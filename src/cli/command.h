@@ -9,7 +9,7 @@
 #include <torch/types.h>
 
 #include "cli/value_domains.h"
-#include "structdiff/train.h"
+#include "structdiff/loop_choices.h"
 
 namespace structdiff::cli {
 
@@ -52,8 +52,11 @@ double median_ms(const std::function<void()>& run, int min_runs, double budget_s
 // `options` must outlive the parse (the subcommand's state).
 // `more_checks`: the command's other parse-time checks (CLI11 keeps one such callback per
 // command, which the loop options' check takes).
+// `choices`: where --train-steps, --lr, --clip and --validate-every go when their defaults
+// depend on another option (null: into `options`).
 void add_training_loop_options(CLI::App& command, train::LoopOptions& options,
-                               std::function<void()> more_checks = {});
+                               std::function<void()> more_checks = {},
+                               train::LoopChoices* choices = nullptr);
 
 // "trained N steps in S s (X s/step) to step T; final loss L; wrote PATH": N and the rate count
 // this run's steps only, T includes those before a resume.
@@ -80,6 +83,9 @@ void register_classifier(CLI::App& app, const GlobalOptions& global, Action& act
 void register_ddpm(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_tracformer(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_unn(CLI::App& app, const GlobalOptions& global, Action& action);
+// `train` under `unn`, its --schedule and --generate-schedule taking `schedules`.
+void register_unn_train(CLI::App& unn, const std::vector<std::string>& schedules,
+                        const GlobalOptions& global, Action& action);
 void register_model(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_export(CLI::App& app, const GlobalOptions& global, Action& action);
 

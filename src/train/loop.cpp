@@ -14,7 +14,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
-#include "structdiff/train.h"
+#include "structdiff/loop_choices.h"
 #include "train/step_parts.h"
 
 namespace structdiff::train {
@@ -163,6 +163,14 @@ void check_loop_options(const LoopOptions& o) {
     throw std::invalid_argument(std::string(o.resume ? "--resume" : "--checkpoint-every") +
                                 " needs --checkpoint FILE");
   }
+}
+
+LoopOptions with_choices(LoopOptions options, const LoopChoices& choices) {
+  options.steps = choices.steps.value_or(options.steps);
+  options.learning_rate = choices.learning_rate.value_or(options.learning_rate);
+  options.clip_norm = choices.clip_norm.value_or(options.clip_norm);
+  options.validate_every = choices.validate_every.value_or(options.validate_every);
+  return options;
 }
 
 torch::Tensor epoch_order(int64_t count, uint64_t seed, int64_t epoch) {
