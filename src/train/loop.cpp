@@ -183,188 +183,261 @@ torch::Tensor epoch_order(int64_t count, uint64_t seed, int64_t epoch) {
   return torch::randperm(count, generator, torch::kLong);
 }
 
-LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64_t data_seed) {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+const LoopTask& checked_task(const LoopTask& task, const LoopOptions& options) {
   if (task.model == nullptr || task.ema_model == nullptr || (!task.loss && !task.loss_parts)) {
     throw std::invalid_argument("run_training needs a model, an EMA model and a loss");
   }
   check_loop_options(options);
-  // On several ranks every decision below is taken alike on all of them (see `agree`), so that no
-  // rank waits for others that have stopped; rank 0 alone writes.
-  Ranks* const ranks = options.ranks && options.ranks->size() > 1 ? options.ranks.get() : nullptr;
-  const bool root = ranks == nullptr || ranks->is_root();
-  if (ranks != nullptr && !task.loss_parts) {
+  if (options.ranks && options.ranks->size() > 1 && !task.loss_parts) {
     throw std::invalid_argument("this model trains on one process only so far, not on " +
-                                std::to_string(ranks->size()) + " ranks");
+                                std::to_string(options.ranks->size()) + " ranks");
   }
-  using Clock = std::chrono::steady_clock;
-  torch::nn::Module& model = *task.model;
-  FusedAdamW optimizer = make_optimizer(model, options);
-  Ema ema(model, options.ema_decay);
-  std::mt19937_64 rng(data_seed);
-  at::Generator noise = at::make_generator<at::CPUGeneratorImpl>(data_seed);
-  int64_t step = 0;
+  return task;
+}
 
-  auto save = [&] {
-    if (options.checkpoint_path.empty() || !root) return;
-    nlohmann::json metadata = task.metadata;
-    metadata["data_rng"] = rng_state(rng);
-    CheckpointParts parts{&model, &optimizer, &ema, &noise, task.state, step, metadata};
-    save_checkpoint(options.checkpoint_path, parts);
-  };
-  const bool resuming = options.resume && std::filesystem::exists(options.checkpoint_path);
-  if (resuming) {
-    const nlohmann::json saved = read_checkpoint_metadata(options.checkpoint_path);
-    if (const auto difference = first_difference(saved, task.metadata, ""); !difference.empty()) {
-      throw std::invalid_argument("cannot resume from " + options.checkpoint_path + ": " + difference);
+// What one optimiser step did.
+struct StepOutcome {
+  double loss = 0, grad_norm = 0, learning_rate = 0;
+  bool keep_going = true;  // the task's on_step hook may end the run
+};
+
+// One run of the loop, read top to bottom in run(): restore, then for each step take it, record
+// it (progress, log, validation, checkpoint) and agree whether to go on; then finish. On several
+// ranks every decision is taken alike on all of them (see agree_to_go_on), so that no rank waits
+// for others that have stopped; rank 0 alone writes.
+class TrainingRun {
+ public:
+  TrainingRun(const LoopTask& task, const LoopOptions& options, uint64_t data_seed)
+      : task_(checked_task(task, options)),
+        options_(options),
+        ranks_(options.ranks && options.ranks->size() > 1 ? options.ranks.get() : nullptr),
+        root_(ranks_ == nullptr || ranks_->is_root()),
+        model_(*task.model),
+        optimizer_(make_optimizer(model_, options)),
+        ema_(model_, options.ema_decay),
+        rng_(data_seed),
+        noise_(at::make_generator<at::CPUGeneratorImpl>(data_seed)) {}
+
+  LoopResult run() {
+    restore();
+    open_outputs();
+    const SignalCatcher signals;
+    model_.train();
+    while (step_ < options_.steps) {
+      StepOutcome outcome = take_step();
+      record(outcome);
+      if (!agree_to_go_on(outcome.keep_going, signals.pending())) break;
     }
-    CheckpointParts parts{&model, &optimizer, &ema, &noise, task.state, 0, {}};
-    load_checkpoint(options.checkpoint_path, parts);
-    step = parts.step;
-    restore_rng(rng, parts.metadata.at("data_rng").get<std::string>());
+    return finish();
   }
 
-  if (ranks != nullptr) {
-    // The same initial (or resumed) weights everywhere, whatever each rank built.
-    std::vector<torch::Tensor> state = model.parameters();
-    for (const torch::Tensor& buffer : model.buffers()) state.push_back(buffer);
-    ranks->broadcast(state);
+ private:
+  // Resumes from the checkpoint when asked and one exists, and gives every rank the same weights.
+  void restore() {
+    resuming_ = options_.resume && std::filesystem::exists(options_.checkpoint_path);
+    if (resuming_) {
+      const nlohmann::json saved = read_checkpoint_metadata(options_.checkpoint_path);
+      if (const auto difference = first_difference(saved, task_.metadata, ""); !difference.empty()) {
+        throw std::invalid_argument("cannot resume from " + options_.checkpoint_path + ": " + difference);
+      }
+      CheckpointParts parts{&model_, &optimizer_, &ema_, &noise_, task_.state, 0, {}};
+      load_checkpoint(options_.checkpoint_path, parts);
+      step_ = parts.step;
+      restore_rng(rng_, parts.metadata.at("data_rng").get<std::string>());
+    }
+    if (ranks_ != nullptr) {
+      // The same initial (or resumed) weights everywhere, whatever each rank built.
+      std::vector<torch::Tensor> state = model_.parameters();
+      for (const torch::Tensor& buffer : model_.buffers()) state.push_back(buffer);
+      ranks_->broadcast(state);
+    }
+    first_step_ = saved_step_ = step_;
   }
 
-  std::optional<JsonlLog> log;
-  if (!options.log_path.empty() && root) {
-    if (resuming) truncate_log_after_step(options.log_path, step);
-    log.emplace(options.log_path, /*append=*/resuming);
-  }
-  std::optional<ProgressBar> bar;
-  if (options.show_progress && root) {
-    bar.emplace(options.progress_label, options.steps, step);
-    if (options.max_seconds > 0) bar->set_time_limit(options.max_seconds);
+  void open_outputs() {
+    if (!options_.log_path.empty() && root_) {
+      if (resuming_) truncate_log_after_step(options_.log_path, step_);
+      log_.emplace(options_.log_path, /*append=*/resuming_);
+    }
+    if (options_.show_progress && root_) {
+      bar_.emplace(options_.progress_label, options_.steps, step_);
+      if (options_.max_seconds > 0) bar_->set_time_limit(options_.max_seconds);
+    }
+    started_ = Clock::now();
   }
 
-  const SignalCatcher signals;
-  double communication = 0;
-  std::deque<double> recent;
-  std::map<std::string, double> shown;  // the bar's values: the loss, the last validation's numbers
-  const int64_t first_step = step;
-  int64_t saved_step = step;
-  const auto started = Clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - started).count(); };
-  auto copy_ema = [&] {
-    ema.copy_to(*task.ema_model);
-    task.ema_model->eval();
-  };
-  auto stop_unless_finite = [&](const char* what, double value) {
-    if (std::isfinite(value)) return;
-    if (bar) bar->finish();
-    std::ostringstream text;
-    text << "training stopped: the " << what << " at step " << step + 1 << " is " << value << "; "
-         << checkpoint_clause(options, saved_step) << " and no model was written";
-    throw TrainingStopped(text.str(), 1);
-  };
-  model.train();
-  while (step < options.steps) {
+  // Draws the batch, takes the gradient (averaged over the ranks), clips it and steps the
+  // optimiser and the EMA.
+  StepOutcome take_step() {
     const auto step_started = Clock::now();
-    const double rate =
-        learning_rate_at(options.learning_rate, options.decay, options.warmup_steps, step, options.steps);
-    for (auto& group : optimizer.param_groups()) {
-      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(rate);
+    StepOutcome outcome;
+    outcome.learning_rate = learning_rate_at(options_.learning_rate, options_.decay,
+                                             options_.warmup_steps, step_, options_.steps);
+    for (auto& group : optimizer_.param_groups()) {
+      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(outcome.learning_rate);
     }
-    optimizer.zero_grad();
-    double value = 0;
-    if (task.loss_parts) {
+    optimizer_.zero_grad();
+    if (task_.loss_parts) {
       const std::vector<Shard> parts =
-          step_parts(model, ranks ? Shard{ranks->rank(), ranks->size()} : Shard{});
-      value = forward_backward(task.loss_parts(step, rng, noise, parts), model);
-      if (ranks == nullptr) stop_unless_finite("loss", value);
+          step_parts(model_, ranks_ ? Shard{ranks_->rank(), ranks_->size()} : Shard{});
+      outcome.loss = forward_backward(task_.loss_parts(step_, rng_, noise_, parts), model_);
     } else {
-      const torch::Tensor loss = task.loss(step, rng, noise);
-      value = loss.item<double>();
-      stop_unless_finite("loss", value);
+      const torch::Tensor loss = task_.loss(step_, rng_, noise_);
+      outcome.loss = loss.item<double>();
+      stop_unless_finite("loss", outcome.loss);
       loss.backward();
     }
-    if (ranks != nullptr) {
-      // The shards' mean losses and gradients, averaged: the whole batch's (a non-finite one on any
-      // rank makes both non-finite everywhere, so all stop together).
-      std::vector<torch::Tensor> gradients;
-      for (const torch::Tensor& parameter : model.parameters()) {
-        if (parameter.grad().defined()) gradients.push_back(parameter.grad());
-      }
-      const auto communication_started = Clock::now();
-      ranks->average(gradients);
-      value = ranks->sum({value})[0] / ranks->size();
-      communication += std::chrono::duration<double>(Clock::now() - communication_started).count();
-      stop_unless_finite("loss", value);
-    }
-    const double grad_norm = clip_gradient_norm(model.parameters(), options.clip_norm);
-    stop_unless_finite("gradient norm", grad_norm);
-    optimizer.step();
-    ema.update(model);
-    ++step;
-    bool keep_going =
-        !task.on_step ||
-        task.on_step(step, std::chrono::duration<double>(Clock::now() - step_started).count());
+    // On several ranks the shards' mean losses and gradients are averaged: the whole batch's (a
+    // non-finite one on any rank makes both non-finite everywhere, so all stop together).
+    if (ranks_ != nullptr) outcome.loss = average_over_ranks(outcome.loss);
+    stop_unless_finite("loss", outcome.loss);
+    outcome.grad_norm = clip_gradient_norm(model_.parameters(), options_.clip_norm);
+    stop_unless_finite("gradient norm", outcome.grad_norm);
+    optimizer_.step();
+    ema_.update(model_);
+    ++step_;
+    outcome.keep_going = !task_.on_step || task_.on_step(step_, seconds_since(step_started));
+    return outcome;
+  }
 
-    recent.push_back(value);
-    if (recent.size() > 100) recent.pop_front();
-    shown["loss"] = value;
-    if (bar) bar->update(step, shown);
-    if (log) {
-      log->write({{"step", step}, {"loss", value}, {"grad_norm", grad_norm}, {"lr", rate},
-                  {"seconds", elapsed()}});
+  double average_over_ranks(double loss) {
+    std::vector<torch::Tensor> gradients;
+    for (const torch::Tensor& parameter : model_.parameters()) {
+      if (parameter.grad().defined()) gradients.push_back(parameter.grad());
     }
-    if (options.validate_every > 0 && step % options.validate_every == 0 && task.validate && root) {
+    const auto started = Clock::now();
+    ranks_->average(gradients);
+    loss = ranks_->sum({loss})[0] / ranks_->size();
+    communication_ += seconds_since(started);
+    return loss;
+  }
+
+  // The progress bar, the log, the validation every validate_every steps (whose stop_after may end
+  // the run) and the checkpoint every checkpoint_every steps.
+  void record(StepOutcome& outcome) {
+    recent_.push_back(outcome.loss);
+    if (recent_.size() > 100) recent_.pop_front();
+    shown_["loss"] = outcome.loss;
+    if (bar_) bar_->update(step_, shown_);
+    if (log_) {
+      log_->write({{"step", step_}, {"loss", outcome.loss}, {"grad_norm", outcome.grad_norm},
+                   {"lr", outcome.learning_rate}, {"seconds", seconds_since(started_)}});
+    }
+    if (options_.validate_every > 0 && step_ % options_.validate_every == 0 && task_.validate && root_) {
       copy_ema();
-      nlohmann::json metrics = task.validate();
-      model.train();
+      nlohmann::json metrics = task_.validate();
+      model_.train();
       for (const auto& item : metrics.items()) {
-        if (item.value().is_number()) shown[item.key()] = item.value().get<double>();
+        if (item.value().is_number()) shown_[item.key()] = item.value().get<double>();
       }
-      if (task.stop_after && task.stop_after(metrics)) keep_going = false;
-      metrics["step"] = step;
-      metrics["seconds"] = elapsed();
-      if (log) log->write(metrics);
+      if (task_.stop_after && task_.stop_after(metrics)) outcome.keep_going = false;
+      metrics["step"] = step_;
+      metrics["seconds"] = seconds_since(started_);
+      if (log_) log_->write(metrics);
     }
-    if (options.checkpoint_every > 0 && step % options.checkpoint_every == 0) {
+    if (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0) {
       save();
-      saved_step = step;
+      saved_step_ = step_;
     }
-    bool out_of_time = options.max_seconds > 0 && elapsed() >= options.max_seconds;
-    int signal_number = signals.pending();
-    if (ranks != nullptr) {
-      // One vote per rank: a signal on any rank, or rank 0's validation or clock, stops them all.
-      const auto communication_started = Clock::now();
+  }
+
+  // False when the run should end here: the task asked, or time is up. A signal saves the
+  // checkpoint and throws. On several ranks one vote each: a signal on any rank, or rank 0's
+  // validation or clock, stops them all.
+  bool agree_to_go_on(bool keep_going, int signal_number) {
+    bool out_of_time = options_.max_seconds > 0 && seconds_since(started_) >= options_.max_seconds;
+    if (ranks_ != nullptr) {
+      const auto started = Clock::now();
       const std::vector<double> votes =
-          ranks->sum({signal_number == SIGINT ? 1.0 : 0.0, signal_number == SIGTERM ? 1.0 : 0.0,
-                      keep_going ? 0.0 : 1.0, root && out_of_time ? 1.0 : 0.0});
+          ranks_->sum({signal_number == SIGINT ? 1.0 : 0.0, signal_number == SIGTERM ? 1.0 : 0.0,
+                       keep_going ? 0.0 : 1.0, root_ && out_of_time ? 1.0 : 0.0});
       signal_number = votes[0] > 0 ? SIGINT : votes[1] > 0 ? SIGTERM : 0;
       keep_going = votes[2] == 0;
       out_of_time = votes[3] > 0;
-      communication += std::chrono::duration<double>(Clock::now() - communication_started).count();
+      communication_ += seconds_since(started);
     }
     if (signal_number != 0) {
-      if (bar) bar->finish();
+      if (bar_) bar_->finish();
       save();
       const std::string name = signal_number == SIGINT ? "SIGINT" : "SIGTERM";
-      throw TrainingStopped("interrupted by " + name + " after step " + std::to_string(step) + "; " +
-                                (options.checkpoint_path.empty()
+      throw TrainingStopped("interrupted by " + name + " after step " + std::to_string(step_) + "; " +
+                                (options_.checkpoint_path.empty()
                                      ? "no --checkpoint was given, so nothing is kept"
-                                     : "the checkpoint " + options.checkpoint_path + " holds it (continue with --resume)"),
+                                     : "the checkpoint " + options_.checkpoint_path +
+                                           " holds it (continue with --resume)"),
                             128 + signal_number);
     }
-    if (out_of_time || !keep_going) break;
+    return keep_going && !out_of_time;
   }
-  if (bar) bar->finish();
-  save();
-  copy_ema();
-  LoopResult result;
-  result.steps_done = step;
-  result.steps_this_run = step - first_step;
-  result.seconds = elapsed();
-  result.communication_seconds = communication;
-  result.final_loss = recent.empty() ? 0.0
-                                     : std::accumulate(recent.begin(), recent.end(), 0.0) /
-                                           static_cast<double>(recent.size());
-  return result;
+
+  LoopResult finish() {
+    if (bar_) bar_->finish();
+    save();
+    copy_ema();
+    LoopResult result;
+    result.steps_done = step_;
+    result.steps_this_run = step_ - first_step_;
+    result.seconds = seconds_since(started_);
+    result.communication_seconds = communication_;
+    result.final_loss = recent_.empty() ? 0.0
+                                        : std::accumulate(recent_.begin(), recent_.end(), 0.0) /
+                                              static_cast<double>(recent_.size());
+    return result;
+  }
+
+  void save() {
+    if (options_.checkpoint_path.empty() || !root_) return;
+    nlohmann::json metadata = task_.metadata;
+    metadata["data_rng"] = rng_state(rng_);
+    CheckpointParts parts{&model_, &optimizer_, &ema_, &noise_, task_.state, step_, metadata};
+    save_checkpoint(options_.checkpoint_path, parts);
+  }
+
+  void copy_ema() {
+    ema_.copy_to(*task_.ema_model);
+    task_.ema_model->eval();
+  }
+
+  void stop_unless_finite(const char* what, double value) {
+    if (std::isfinite(value)) return;
+    if (bar_) bar_->finish();
+    std::ostringstream text;
+    text << "training stopped: the " << what << " at step " << step_ + 1 << " is " << value << "; "
+         << checkpoint_clause(options_, saved_step_) << " and no model was written";
+    throw TrainingStopped(text.str(), 1);
+  }
+
+  const LoopTask& task_;
+  const LoopOptions& options_;
+  Ranks* const ranks_;
+  const bool root_;
+  torch::nn::Module& model_;
+  FusedAdamW optimizer_;
+  Ema ema_;
+  std::mt19937_64 rng_;
+  at::Generator noise_;
+  int64_t step_ = 0, first_step_ = 0, saved_step_ = 0;
+  bool resuming_ = false;
+  std::optional<JsonlLog> log_;
+  std::optional<ProgressBar> bar_;
+  Clock::time_point started_;
+  double communication_ = 0;
+  std::deque<double> recent_;
+  std::map<std::string, double> shown_;  // the bar's values: the loss, the last validation's numbers
+};
+
+}  // namespace
+
+LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64_t data_seed) {
+  return TrainingRun(task, options, data_seed).run();
 }
 
 }  // namespace structdiff::train

@@ -285,6 +285,12 @@ std::string schedule_name(Schedule schedule) {
 
 namespace {
 
+// The entry of `map` under `name`, undefined when there is none.
+torch::Tensor find(const std::map<std::string, torch::Tensor>& map, const std::string& name) {
+  const auto found = map.find(name);
+  return found == map.end() ? torch::Tensor() : found->second;
+}
+
 // Free variables by breadth-first distance from the observed ones through shared factors; ties
 // and unreachable variables in declaration order.
 std::vector<std::string> forward_order(const Graph& graph, const std::vector<std::string>& free,
@@ -350,10 +356,6 @@ double NetworkImpl::energy(const std::map<std::string, torch::Tensor>& state,
                            const std::map<std::string, torch::Tensor>& preactivation) {
   torch::NoGradGuard no_grad;
   Graph& g = graphs_.at(copy);
-  auto find = [](const std::map<std::string, torch::Tensor>& map, const std::string& name) {
-    const auto found = map.find(name);
-    return found == map.end() ? torch::Tensor() : found->second;
-  };
   double total = 0;
   for (const std::string& name : free_variables) {
     const Variable& v = g->variable(name);
@@ -371,36 +373,35 @@ double NetworkImpl::energy(const std::map<std::string, torch::Tensor>& state,
   return total;
 }
 
-InferenceResult NetworkImpl::infer(const InferenceOptions& options,
-                                   const std::vector<std::string>& watch) {
-  Graph& first = graphs_.front();
-  if (options.iterations < 1) {
-    throw std::invalid_argument("iterations must be >= 1, got " +
-                                std::to_string(options.iterations));
-  }
-  if (copies() > 1 && options.iterations > copies()) {
-    throw std::invalid_argument("this untied network has weights for " + std::to_string(copies()) +
-                                " iterations, asked for " + std::to_string(options.iterations));
-  }
-  // Batch size, dtype and device from the observed or initial values.
+namespace {
+
+// What infer() works out from its options before the first update.
+struct InferencePlan {
   int64_t batch = -1;
   torch::TensorOptions tensor_options = torch::TensorOptions().dtype(torch::kFloat);
+  std::vector<std::string> free;       // the variables not observed
+  std::vector<std::string> scheduled;  // those the schedule orders (free, less `then`)
+  std::vector<std::string> order;      // one iteration's updates (random: drawn each iteration)
+};
+
+// Batch size, dtype and device from the observed or initial values, each of its variable's shape.
+void read_batch(Graph& first, const InferenceOptions& options, InferencePlan& plan) {
   for (const auto* values : {&options.observed, &options.initial}) {
     for (const auto& item : *values) {
       const Variable& v = first->variable(item.first);
       std::vector<int64_t> expected = v.shape;
       expected.insert(expected.begin(), item.second.dim() > 0 ? item.second.size(0) : 0);
       if (item.second.dim() == 0 || item.second.sizes() != at::IntArrayRef(expected) ||
-          (batch >= 0 && item.second.size(0) != batch)) {
+          (plan.batch >= 0 && item.second.size(0) != plan.batch)) {
         throw std::invalid_argument(
             "variable '" + item.first + "' needs shape " + shape_text(expected) + " (batch, " +
             shape_text(v.shape).substr(1) + ", got " + shape_text(item.second.sizes()));
       }
-      batch = item.second.size(0);
-      tensor_options = item.second.options();
+      plan.batch = item.second.size(0);
+      plan.tensor_options = item.second.options();
     }
   }
-  if (batch < 0) {
+  if (plan.batch < 0) {
     throw std::invalid_argument("inference needs at least one observed or initial variable");
   }
   for (const auto& item : options.initial) {
@@ -408,25 +409,29 @@ InferenceResult NetworkImpl::infer(const InferenceOptions& options,
       throw std::invalid_argument("variable '" + item.first + "' is both observed and initial");
     }
   }
+}
 
-  std::vector<std::string> free;
-  for (const Variable& v : first->variables()) {
-    if (options.observed.count(v.name) == 0) free.push_back(v.name);
+// Throws unless `name` is a free variable; `what` names the option that named it.
+void check_free(Graph& first, const InferencePlan& plan, const std::string& name, const std::string& what) {
+  first->variable(name);
+  if (std::find(plan.free.begin(), plan.free.end(), name) == plan.free.end()) {
+    throw std::invalid_argument(what + " names observed variable '" + name + "'");
   }
-  if (free.empty()) throw std::invalid_argument("every variable is observed: nothing to infer");
-  auto check_free = [&](const std::string& name, const std::string& what) {
-    first->variable(name);
-    if (std::find(free.begin(), free.end(), name) == free.end()) {
-      throw std::invalid_argument(what + " names observed variable '" + name + "'");
-    }
-  };
-  for (const auto& item : options.support) check_free(item.first, "support");
+}
+
+// The free variables, and the per-variable options (support, clamp, dropout, then) checked
+// against them.
+void read_free_variables(Graph& first, const InferenceOptions& options, InferencePlan& plan) {
+  for (const Variable& v : first->variables()) {
+    if (options.observed.count(v.name) == 0) plan.free.push_back(v.name);
+  }
+  if (plan.free.empty()) throw std::invalid_argument("every variable is observed: nothing to infer");
+  for (const auto& item : options.support) check_free(first, plan, item.first, "support");
   for (const auto& item : options.clamp) {
-    check_free(item.first, "clamp");
+    check_free(first, plan, item.first, "clamp");
     const auto start = options.initial.find(item.first);
     if (start == options.initial.end()) {
-      throw std::invalid_argument("clamped variable '" + item.first +
-                                  "' needs initial values to hold");
+      throw std::invalid_argument("clamped variable '" + item.first + "' needs initial values to hold");
     }
     if (item.second.sizes() != start->second.sizes() || item.second.scalar_type() != torch::kBool) {
       throw std::invalid_argument("the clamp of '" + item.first + "' must be boolean of shape " +
@@ -434,96 +439,135 @@ InferenceResult NetworkImpl::infer(const InferenceOptions& options,
     }
   }
   for (const auto& item : options.dropout) {
-    check_free(item.first, "dropout");
+    check_free(first, plan, item.first, "dropout");
     if (!(item.second >= 0 && item.second < 1)) {
       throw std::invalid_argument("dropout of '" + item.first + "' must be in [0, 1), got " +
                                   std::to_string(item.second));
     }
   }
-
-  for (const std::string& name : options.then) check_free(name, "then");
-  // What the schedule itself orders: the free variables not updated at the end of an iteration.
-  std::vector<std::string> scheduled;
-  for (const std::string& name : free) {
+  for (const std::string& name : options.then) check_free(first, plan, name, "then");
+  for (const std::string& name : plan.free) {
     if (std::find(options.then.begin(), options.then.end(), name) == options.then.end()) {
-      scheduled.push_back(name);
+      plan.scheduled.push_back(name);
     }
   }
-  // One iteration's order (random draws a new one each iteration below).
-  std::vector<std::string> order;
+}
+
+// One iteration's order (random draws a new one each iteration).
+void read_order(Graph& first, const InferenceOptions& options, InferencePlan& plan) {
   switch (options.schedule) {
     case Schedule::forward:
     case Schedule::jacobi:
     case Schedule::random:
-      order = forward_order(first, scheduled, options.observed);
+      plan.order = forward_order(first, plan.scheduled, options.observed);
       break;
     case Schedule::forward_backward: {
       // Forward, then back without repeating the last or the first: the first is updated again
       // at the start of the next iteration, from the same neighbours.
-      order = forward_order(first, scheduled, options.observed);
-      const size_t n = order.size();
-      for (size_t i = n >= 2 ? n - 2 : 0; i >= 1 && i < n; --i)
-        order.push_back(std::string(order[i]));
+      plan.order = forward_order(first, plan.scheduled, options.observed);
+      const size_t n = plan.order.size();
+      for (size_t i = n >= 2 ? n - 2 : 0; i >= 1 && i < n; --i) plan.order.push_back(std::string(plan.order[i]));
       break;
     }
     case Schedule::explicit_order:
       if (options.order.empty()) {
         throw std::invalid_argument("the explicit schedule needs an order of variables");
       }
-      for (const std::string& name : options.order) check_free(name, "the schedule");
-      order = options.order;
+      for (const std::string& name : options.order) check_free(first, plan, name, "the schedule");
+      plan.order = options.order;
       break;
   }
   if (options.schedule == Schedule::random && options.generator == nullptr) {
     throw std::invalid_argument("the random schedule needs a generator");
   }
+  for (const auto& item : options.dropout) {
+    if (item.second != 0 && options.generator == nullptr) throw std::invalid_argument("dropout needs a generator");
+  }
+}
 
-  InferenceResult result;
-  std::map<std::string, torch::Tensor>& state = result.state;
-  for (const auto& item : options.observed) state[item.first] = item.second;
-  for (const std::string& name : free) {
+// z = bias + the sum of incoming messages, from `read`.
+torch::Tensor preactivation(Graph& g, const std::string& name,
+                            const std::map<std::string, torch::Tensor>& read) {
+  torch::Tensor z;
+  for (const FactorPtr& factor : g->factors()) {
+    const auto& names = factor->variables();
+    for (size_t position = 0; position < names.size(); ++position) {
+      if (names[position] != name) continue;
+      std::vector<torch::Tensor> values;
+      for (const std::string& n : names) values.push_back(read.at(n));
+      const torch::Tensor message = factor->message(position, values);
+      z = z.defined() ? z + message : message;
+    }
+  }
+  if (!z.defined()) z = torch::zeros_like(read.at(name));
+  const torch::Tensor b = g->bias(name);
+  return b.defined() ? z + b : z;
+}
+
+// The observed values, and the free variables' initial ones (zeros where none is given).
+std::map<std::string, torch::Tensor> starting_state(Graph& first, const InferenceOptions& options,
+                                                    const InferencePlan& plan) {
+  std::map<std::string, torch::Tensor> state(options.observed.begin(), options.observed.end());
+  for (const std::string& name : plan.free) {
     const auto given = options.initial.find(name);
     std::vector<int64_t> shape = first->variable(name).shape;
-    shape.insert(shape.begin(), batch);
-    state[name] =
-        given != options.initial.end() ? given->second : torch::zeros(shape, tensor_options);
+    shape.insert(shape.begin(), plan.batch);
+    state[name] = given != options.initial.end() ? given->second : torch::zeros(shape, plan.tensor_options);
   }
+  return state;
+}
+
+// One inverted-dropout mask per variable with a dropout rate, kept for every iteration.
+std::map<std::string, torch::Tensor> dropout_masks(const InferenceOptions& options,
+                                                   const std::map<std::string, torch::Tensor>& state) {
   std::map<std::string, torch::Tensor> masks;
   for (const auto& item : options.dropout) {
     if (item.second == 0) continue;
-    if (options.generator == nullptr) throw std::invalid_argument("dropout needs a generator");
-    const torch::Tensor& like = state[item.first];
+    const torch::Tensor& like = state.at(item.first);
     masks[item.first] =
         random::bernoulli(like.sizes(), 1.0 - item.second, *options.generator, like.options()) /
         (1.0 - item.second);
   }
-  auto find = [](const std::map<std::string, torch::Tensor>& map, const std::string& name) {
-    const auto found = map.find(name);
-    return found == map.end() ? torch::Tensor() : found->second;
-  };
+  return masks;
+}
+
+std::vector<std::string> random_order(const std::vector<std::string>& scheduled, at::Generator& generator) {
+  const torch::Tensor permutation = torch::randperm(static_cast<int64_t>(scheduled.size()), generator,
+                                                    torch::TensorOptions().dtype(torch::kLong));
+  std::vector<std::string> order;
+  for (int64_t i = 0; i < permutation.size(0); ++i) order.push_back(scheduled[permutation[i].item<int64_t>()]);
+  return order;
+}
+
+}  // namespace
+
+InferenceResult NetworkImpl::infer(const InferenceOptions& options,
+                                   const std::vector<std::string>& watch) {
+  if (options.iterations < 1) {
+    throw std::invalid_argument("iterations must be >= 1, got " + std::to_string(options.iterations));
+  }
+  if (copies() > 1 && options.iterations > copies()) {
+    throw std::invalid_argument("this untied network has weights for " + std::to_string(copies()) +
+                                " iterations, asked for " + std::to_string(options.iterations));
+  }
+  Graph& first = graphs_.front();
+  InferencePlan plan;
+  read_batch(first, options, plan);
+  read_free_variables(first, options, plan);
+  read_order(first, options, plan);
+  const std::vector<std::string>& free = plan.free;
+  const std::vector<std::string>& scheduled = plan.scheduled;
+  std::vector<std::string>& order = plan.order;
+
+  InferenceResult result;
+  std::map<std::string, torch::Tensor>& state = result.state;
+  state = starting_state(first, options, plan);
+  const std::map<std::string, torch::Tensor> masks = dropout_masks(options, state);
 
   auto record_energy = [&](int64_t copy) {
     if (options.record_energy) {
       result.energy.push_back(energy(state, free, copy, options.support, result.preactivation));
     }
-  };
-  // z = bias + the sum of incoming messages, from `read`.
-  auto preactivation = [&](Graph& g, const std::string& name,
-                           const std::map<std::string, torch::Tensor>& read) {
-    torch::Tensor z;
-    for (const FactorPtr& factor : g->factors()) {
-      const auto& names = factor->variables();
-      for (size_t position = 0; position < names.size(); ++position) {
-        if (names[position] != name) continue;
-        std::vector<torch::Tensor> values;
-        for (const std::string& n : names) values.push_back(read.at(n));
-        const torch::Tensor message = factor->message(position, values);
-        z = z.defined() ? z + message : message;
-      }
-    }
-    if (!z.defined()) z = torch::zeros_like(read.at(name));
-    const torch::Tensor b = g->bias(name);
-    return b.defined() ? z + b : z;
   };
   auto set = [&](Graph& g, const std::string& name, const torch::Tensor& z) {
     result.preactivation[name] = z;
@@ -538,15 +582,7 @@ InferenceResult NetworkImpl::infer(const InferenceOptions& options,
   for (int64_t iteration = 0; iteration < options.iterations; ++iteration) {
     const int64_t copy = copies() > 1 ? iteration : 0;
     Graph& g = graphs_[copy];
-    if (options.schedule == Schedule::random) {
-      const torch::Tensor permutation =
-          torch::randperm(static_cast<int64_t>(scheduled.size()), *options.generator,
-                          torch::TensorOptions().dtype(torch::kLong));
-      order.clear();
-      for (int64_t i = 0; i < permutation.size(0); ++i) {
-        order.push_back(scheduled[permutation[i].item<int64_t>()]);
-      }
-    }
+    if (options.schedule == Schedule::random) order = random_order(scheduled, *options.generator);
     if (options.schedule == Schedule::jacobi) {
       const std::map<std::string, torch::Tensor> previous = state;
       std::map<std::string, torch::Tensor> z;
