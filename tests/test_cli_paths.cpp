@@ -4,8 +4,10 @@
 // each other file option of the command: all refused at parse time as one-line usage errors.
 // Inputs get a directory, an empty file, random bytes, /dev/zero and a model cut in half: each run
 // must stop with one error line and no library text, within its time limit. Every file that
-// existed before the runs is unchanged after them.
+// existed before the runs is unchanged after them. At the end, NumberFuzz runs every numeric
+// option at 0 and 10^12 on the same base lines.
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -82,6 +84,9 @@ struct Fixtures {
     std::ofstream(path["truncated"], std::ios::binary) << model.substr(0, model.size() / 2);
     path["regular"] = temp_path("regular.txt");
     std::ofstream(path["regular"]) << "a regular file\n";
+    path["puzzle"] = temp_path("puzzle.txt");  // a unique-solution puzzle, 30 givens
+    std::ofstream(path["puzzle"])
+        << "53..7....6..195....98....6.8...6...34..8.3..17...2...6.6....28....419..5....8..79\n";
     path["kjv"] = std::string(STRUCTDIFF_SOURCE_DIR) + "/data/kjv/kjv.txt";  // read only
     // A directory of the IDX files' names holding random bytes, for the --data-dir options.
     path["random-idx"] = temp_path("random-idx");
@@ -179,7 +184,8 @@ std::string value_of(const std::string& spec) {
   return spec.rfind("out:", 0) == 0 ? temp_path("outputs/" + spec.substr(4)) : fixtures().path.at(spec);
 }
 
-// The command's base line with `option` set to `value` (added when the base line lacks it).
+// The command's base line with `option` set to `value` (added when the base line lacks it; none
+// when `option` is empty).
 std::vector<std::string> command_line(const std::string& command, const std::string& option,
                                       const std::string& value) {
   std::vector<std::string> words;
@@ -196,7 +202,7 @@ std::vector<std::string> command_line(const std::string& command, const std::str
     add(name, name == option ? value : value_of(spec));
     set = set || name == option;
   }
-  if (!set) add(option, value);
+  if (!set && !option.empty()) add(option, value);
   words.insert(words.end(), base.tail.begin(), base.tail.end());
   return words;
 }
@@ -361,6 +367,109 @@ TEST(PathFuzz, EndlessInputsAreReadWithinABound) {
     expect_refused_in_our_words(r, shown);
     EXPECT_TRUE(contains(r.output, "structdiff: error: ")) << shown;
   }
+  fixtures().expect_unchanged();
+}
+
+// Numbers at the edges, run for real: every numeric option of every command gets 0 and 10^12 in
+// its command's base line, made cheap (one training step, a few seconds of budget, small sizes).
+// Each run must finish within its time limit and exit 0, or 1 or 2 with one error line and no
+// library text; every pre-existing file is unchanged. The normal suite runs a seeded quarter of
+// the options; with STRUCTDIFF_FUZZ_ALL=1 (the `slow` entry NumberFuzz.All) every one.
+const std::map<std::string, std::vector<std::string>>& cheap_settings() {
+  static const std::map<std::string, std::vector<std::string>> settings = {
+      {"bench gsdm", {"--problem", "sorting", "--size", "5", "--train-steps", "1", "--sample-examples",
+                      "1", "--sample-steps", "2", "--attention", "sparse"}},
+      {"bench difformer", {"--kernel", "simple", "--nodes", "100", "--min-reps", "1", "--max-seconds", "0"}},
+      {"bench ddpm", {"--batch", "2", "--attention", "linear", "--base-channels", "8",
+                      "--attention-resolutions", "7", "--min-reps", "1", "--max-seconds", "0"}},
+      {"bench tracformer", {"--parts", "encoder", "--architectures", "tracformer", "--lengths", "64",
+                            "--block-size", "64", "--d-model", "16", "--heads", "1", "--layers", "1",
+                            "--budget", "0.1", "--train-steps", "1", "--sample-sequences", "1"}},
+      {"gsdm train", {"--train-steps", "1", "--max-minutes", "0.05"}},
+      {"sudoku train", {"--train-steps", "1", "--max-minutes", "0.05"}},
+      {"difformer train", {"--epochs", "1", "--runs", "1"}},
+      {"classifier train", {"--dataset", "mnist", "--epochs", "1"}},
+      {"ddpm train", {"--train-steps", "1", "--max-minutes", "0.05", "--batch", "2",
+                      "--validation-images", "8", "--base-channels", "8"}},
+      {"tracformer train", {"--train-steps", "1", "--max-minutes", "0.05"}},
+      {"unn train", {"--train-steps", "1", "--max-minutes", "0.05"}},
+      {"gsdm eval", {"--count", "1"}},
+      {"gsdm sample", {"--count", "1"}},
+      {"sudoku solve", {"--samples", "1"}},
+      {"sudoku eval", {"--count", "1"}},
+  };
+  return settings;
+}
+
+// `words` with `name` set to `value`, replacing the value it had (or appended).
+void set_option(std::vector<std::string>& words, const std::string& name, const std::string& value) {
+  for (size_t i = 0; i + 1 < words.size(); ++i) {
+    if (words[i] == name) {
+      words[i + 1] = value;
+      return;
+    }
+  }
+  words.push_back(name);
+  words.push_back(value);
+}
+
+struct NumberCase {
+  std::string command, option, value;
+};
+
+std::vector<NumberCase> number_cases() {
+  std::vector<NumberCase> cases;
+  for (const auto& fields : value_option_rows()) {
+    const std::string& type = fields[2];
+    if (type != "FLOAT" && type != "INT" && type != "UINT") continue;
+    for (const std::string value : {"0", type == "FLOAT" ? "1e12" : "1000000000000"}) {
+      cases.push_back({fields[0], fields[1], value});
+    }
+  }
+  return cases;
+}
+
+Result run_number_case(const NumberCase& c) {
+  // Global options ride on the cheapest command.
+  const std::string command = c.command.empty() ? "pattern" : c.command;
+  std::vector<std::string> words = command_line(command, "", "");
+  const auto cheap = cheap_settings().find(command);
+  if (cheap != cheap_settings().end()) {
+    for (size_t i = 0; i + 1 < cheap->second.size(); i += 2) set_option(words, cheap->second[i], cheap->second[i + 1]);
+  }
+  std::string line = "timeout 60 " + std::string(STRUCTDIFF_BINARY);
+  if (c.option != "--threads") line += " --threads 1";
+  if (c.command.empty()) {
+    line += " " + c.option + " " + c.value;
+  } else {
+    set_option(words, c.option, c.value);
+  }
+  if (command == "sudoku solve") set_option(words, "--file", fixtures().path.at("puzzle"));
+  for (const std::string& word : words) line += " " + quoted(word);
+  return run_shell(line + " 2>&1");
+}
+
+TEST(NumberFuzz, ZeroAndTenToTheTwelveRunForRealOnEveryNumericOption) {
+  fs::create_directories(temp_path("outputs"));
+  const bool all = std::getenv("STRUCTDIFF_FUZZ_ALL") != nullptr;
+  std::mt19937 rng(2026);
+  int cases = 0, ran = 0;
+  for (const NumberCase& c : number_cases()) {
+    ++cases;
+    if (!all && rng() % 4 != 0) continue;
+    ++ran;
+    const Result r = run_number_case(c);
+    const std::string shown = (c.command.empty() ? "(global)" : c.command) + " " + c.option + " " +
+                              c.value + ": exit " + std::to_string(r.exit_code) + ": " + r.output;
+    EXPECT_NE(r.exit_code, 124) << "did not finish within 60 s: " << shown;
+    EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1 || r.exit_code == 2) << shown;
+    if (r.exit_code != 0) {
+      EXPECT_EQ(line_count_of_errors(r.output), 1u) << shown;
+      for (const std::string& marker : raw_text()) EXPECT_FALSE(contains(r.output, marker)) << marker << " in " << shown;
+    }
+  }
+  EXPECT_GT(cases, 400);
+  EXPECT_GT(ran, all ? 400 : 80);
   fixtures().expect_unchanged();
 }
 

@@ -243,7 +243,7 @@ void register_bench_attention(CLI::App& bench, const GlobalOptions& global, Acti
       ->check(CLI::IsMember({"float32", "float64"}))
       ->capture_default_str();
   cmd->add_option("--min-time", options->min_seconds, "Time budget per measurement: more runs while they fit")
-      ->check(non_negative())
+      ->check(seconds_budget())
       ->capture_default_str();
   cmd->add_option("--min-reps", options->min_reps, "Minimum timed runs per measurement")
       ->check(positive())

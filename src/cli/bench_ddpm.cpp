@@ -162,7 +162,7 @@ void register_bench_ddpm(CLI::App& bench, const GlobalOptions& global, Action& a
                   "Mechanisms (default: dense, FAVOR+ softmax and ReLU with m = 1 and d ln d, linear)")
       ->check(CLI::IsMember(unet::attention_names()));
   cmd->add_option("--base-channels", o->unet.base_channels, "U-Net base channels")->capture_default_str();
-  cmd->add_option("--res-blocks", o->unet.res_blocks, "ResNet blocks per level")->capture_default_str();
+  cmd->add_option("--res-blocks", o->unet.res_blocks, "ResNet blocks per level")->check(depth())->capture_default_str();
   cmd->add_option("--attention-resolutions", o->unet.attention_resolutions,
                   "Side lengths with attention besides the bottleneck (default: every level)")
       ->capture_default_str();
@@ -170,7 +170,7 @@ void register_bench_ddpm(CLI::App& bench, const GlobalOptions& global, Action& a
       ->check(positive())
       ->capture_default_str();
   cmd->add_option("--max-seconds", o->max_seconds, "More steps after --min-reps while they fit in this")
-      ->check(non_negative())
+      ->check(seconds_budget())
       ->capture_default_str();
   cmd->add_option("--memory-limit-gb", o->memory_limit_gb,
                   "Skip a batch whose projected peak (from the previous batch) exceeds this")

@@ -142,7 +142,7 @@ void register_bench_difformer(CLI::App& bench, const GlobalOptions& global, Acti
       ->capture_default_str();
   cmd->add_option("--max-seconds", o->max_seconds,
                   "Time per size: more runs after --min-reps while they fit in this")
-      ->check(non_negative())
+      ->check(seconds_budget())
       ->capture_default_str();
   cmd->add_option("--json", o->json_path, "Write one JSON row per kernel and size")
       ->check(writable_file());

@@ -192,7 +192,7 @@ void register_bench_gsdm(CLI::App& bench, const GlobalOptions& global, Action& a
                   "Skip dense on graphs with more nodes (its memory grows as nodes^2)")
       ->check(positive())
       ->capture_default_str();
-  cmd->add_option("--train-steps", o->train_steps, "Timed training steps")->check(positive())->capture_default_str();
+  cmd->add_option("--train-steps", o->train_steps, "Timed training steps")->check(work_count(1000000))->capture_default_str();
   cmd->add_option("--sample-examples", o->sample_examples,
                   "Examples sampled together (0: no sampling)")
       ->check(non_negative())

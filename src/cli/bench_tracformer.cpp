@@ -203,7 +203,7 @@ void register_bench_tracformer(CLI::App& bench, const GlobalOptions& global, Act
       ->capture_default_str();
   cmd->add_option("--d-model", o->d_model, "Width")->check(positive())->capture_default_str();
   cmd->add_option("--heads", o->heads, "Heads")->check(positive())->capture_default_str();
-  cmd->add_option("--layers", o->layers, "Layers")->check(positive())->capture_default_str();
+  cmd->add_option("--layers", o->layers, "Layers")->check(depth())->capture_default_str();
   cmd->add_option("--n-max", o->n_max, "Keys per encoder row")
       ->check(positive())
       ->capture_default_str();
@@ -222,13 +222,13 @@ void register_bench_tracformer(CLI::App& bench, const GlobalOptions& global, Act
       ->check(positive())
       ->capture_default_str();
   cmd->add_option("--train-steps", o->train_steps, "Timed training steps")
-      ->check(positive())
+      ->check(work_count(1000000))
       ->capture_default_str();
   cmd->add_option("--sample-sequences", o->sample_sequences, "Sequences sampled together")
       ->check(positive())
       ->capture_default_str();
   cmd->add_option("--budget", o->budget_seconds, "Seconds per timing")
-      ->check(positive())
+      ->check(positive() & seconds_budget())
       ->capture_default_str();
   cmd->add_option("--json", o->json_path, "Write the rows as JSON")->check(writable_file());
   cmd->callback([o, &global, &action] { action = [o, &global] { run(*o, global); }; });

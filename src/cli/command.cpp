@@ -39,7 +39,7 @@ void add_training_loop_options(CLI::App& command, train::LoopOptions& options,
                                               help + " (default: the task's)");
   };
   bind("--train-steps", options.steps, choices ? &choices->steps : nullptr, "Total optimiser steps")
-      ->check(positive());
+      ->check(work_count(1000000000));
   command.add_option_function<double>(
              "--max-minutes", [&options](double minutes) { options.max_seconds = minutes * 60.0; },
              "Stop (and checkpoint) after this many minutes of this run (default: no limit)")

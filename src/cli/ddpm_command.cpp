@@ -100,15 +100,10 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
   outputs.commit();
 }
 
-}  // namespace
-
-void register_ddpm(CLI::App& app, const GlobalOptions& global, Action& action) {
-  CLI::App* ddpm = app.add_subcommand("ddpm", "Image diffusion (DDPM) with dense, FAVOR+ or linear attention");
-  ddpm->require_subcommand(1);
-
+void add_train(CLI::App& ddpm, const GlobalOptions& global, Action& action) {
   auto t = std::make_shared<TrainCommand>();
   t->request.training.steps = 10000;
-  CLI::App* train = ddpm->add_subcommand("train", "Train a DDPM U-Net on Fashion-MNIST or MNIST");
+  CLI::App* train = ddpm.add_subcommand("train", "Train a DDPM U-Net on Fashion-MNIST or MNIST");
   train->add_option("--dataset", t->request.dataset, "fashion-mnist or mnist")
       ->check(CLI::IsMember(kDatasets))
       ->capture_default_str();
@@ -132,7 +127,7 @@ void register_ddpm(CLI::App& app, const GlobalOptions& global, Action& action) {
   train->add_option("--channel-mult", t->request.unet.channel_multipliers, "Channel multiplier per level")
       ->capture_default_str();
   train->add_option("--res-blocks", t->request.unet.res_blocks, "ResNet blocks per level")
-      ->check(positive())
+      ->check(depth())
       ->capture_default_str();
   train->add_option("--attention-resolutions", t->request.unet.attention_resolutions,
                     "Side lengths with attention (besides the bottleneck)")
@@ -150,31 +145,35 @@ void register_ddpm(CLI::App& app, const GlobalOptions& global, Action& action) {
   train->add_option("--out", t->out, "Trained model (EMA weights) to write")
       ->check(writable_file())->capture_default_str();
   train->callback([t, &global, &action] { action = [t, &global] { run_train(*t, global); }; });
+}
 
-  auto add_sampling = [](CLI::App* command, ddpm::SampleOptions& sampling) {
-    command->add_option("--count", sampling.count, "Images to generate")->check(positive())->capture_default_str();
-    command->add_option("--sample-steps", sampling.ddim_steps, "DDIM steps (0: the full ancestral chain)")
-        ->check(non_negative())
-        ->capture_default_str();
-    command->add_option("--eta", sampling.ddim_eta, "DDIM noise: 0 deterministic, 1 the posterior variance")
-        ->check(CLI::Range(0.0, 1.0))
-        ->capture_default_str();
-    command->add_option("--batch", sampling.batch, "Images denoised at once")->check(positive())->capture_default_str();
-  };
+void add_sampling(CLI::App* command, ddpm::SampleOptions& sampling) {
+  command->add_option("--count", sampling.count, "Images to generate")->check(positive())->capture_default_str();
+  command->add_option("--sample-steps", sampling.ddim_steps, "DDIM steps (0: the full ancestral chain)")
+      ->check(non_negative())
+      ->capture_default_str();
+  command->add_option("--eta", sampling.ddim_eta, "DDIM noise: 0 deterministic, 1 the posterior variance")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  command->add_option("--batch", sampling.batch, "Images denoised at once")->check(positive())->capture_default_str();
+}
 
+void add_sample(CLI::App& ddpm, const GlobalOptions& global, Action& action) {
   auto s = std::make_shared<SampleCommand>();
-  CLI::App* sample = ddpm->add_subcommand("sample", "Generate images into a PNG grid");
+  CLI::App* sample = ddpm.add_subcommand("sample", "Generate images into a PNG grid");
   sample->add_option("--model", s->model_path, "Trained model file")->required()->check(CLI::ExistingFile);
   add_sampling(sample, s->sampling);
   sample->add_option("--out", s->out, "PNG grid to write")
       ->check(writable_file())->capture_default_str();
   sample->add_option("--columns", s->columns, "Grid columns (0: about square)")->check(non_negative());
   sample->callback([s, &global, &action] { action = [s, &global] { run_sample(*s, global); }; });
+}
 
+void add_eval(CLI::App& ddpm, const GlobalOptions& global, Action& action) {
   auto e = std::make_shared<EvalCommand>();
   e->request.sampling.count = 1000;
   e->request.sampling.ddim_steps = 50;
-  CLI::App* evaluate = ddpm->add_subcommand(
+  CLI::App* evaluate = ddpm.add_subcommand(
       "eval", "Sample quality: Frechet classifier distance to the test set and class histogram");
   evaluate->add_option("--model", e->request.model_path, "Trained model file")->required()->check(CLI::ExistingFile);
   evaluate->add_option("--classifier", e->request.classifier_path, "Classifier from `structdiff classifier train`")
@@ -190,6 +189,16 @@ void register_ddpm(CLI::App& app, const GlobalOptions& global, Action& action) {
   evaluate->add_option("--json", e->json_path, "Write the metrics as JSON")
       ->check(writable_file());
   evaluate->callback([e, &global, &action] { action = [e, &global] { run_eval(*e, global); }; });
+}
+
+}  // namespace
+
+void register_ddpm(CLI::App& app, const GlobalOptions& global, Action& action) {
+  CLI::App* ddpm = app.add_subcommand("ddpm", "Image diffusion (DDPM) with dense, FAVOR+ or linear attention");
+  ddpm->require_subcommand(1);
+  add_train(*ddpm, global, action);
+  add_sample(*ddpm, global, action);
+  add_eval(*ddpm, global, action);
 }
 
 }  // namespace structdiff::cli

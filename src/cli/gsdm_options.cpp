@@ -26,7 +26,7 @@ void GsdmModelOptions::fill(gsdm::ProblemTrainRequest& request) const {
 void add_gsdm_model_options(CLI::App& command, GsdmModelOptions& o) {
   command.add_option("--dim", o.dim, "Embedding dimension (default: the problem's)")->check(positive());
   command.add_option("--blocks", o.blocks, "ResNet+attention pairs (default: the problem's)")
-      ->check(positive());
+      ->check(depth());
   command.add_option("--heads", o.heads, "Attention heads (default: the problem's)")->check(positive());
   command.add_option("--embedding", o.embedding, "IE, AE or EE (default: the problem's)")
       ->check(CLI::IsMember({"IE", "AE", "EE"}));
@@ -73,7 +73,9 @@ void add_gsdm_model_options(CLI::App& command, GsdmModelOptions& o) {
   command.add_option("--noise-schedule", o.schedule_kind, "linear or cosine")
       ->check(CLI::IsMember({"linear", "cosine"}))
       ->capture_default_str();
-  command.add_option("--diffusion-steps", o.schedule.steps, "T")->capture_default_str();
+  command.add_option("--diffusion-steps", o.schedule.steps, "T")
+      ->check(work_count(1000000))
+      ->capture_default_str();
   command.add_option("--beta-start", o.schedule.beta_start, "Linear schedule start")
       ->capture_default_str();
   command.add_option("--beta-end", o.schedule.beta_end, "Linear schedule end")

@@ -224,7 +224,7 @@ void register_sudoku(CLI::App& app, const GlobalOptions& global, Action& action)
   auto e = std::make_shared<EvalCommand>();
   CLI::App* eval = sudoku->add_subcommand("eval", "Accuracy by observed fraction, diversity");
   eval->add_option("--model", e->model_path, "Trained model file")->required()->check(CLI::ExistingFile);
-  eval->add_option("--count", e->count, "Puzzles per setting")->check(positive())->capture_default_str();
+  eval->add_option("--count", e->count, "Puzzles per setting")->check(work_count(1000000))->capture_default_str();
   eval->add_option("--samples", e->samples,
                    "Draw up to K samples per puzzle, stopping once one is valid (as sudoku solve)")
       ->check(positive())

@@ -94,16 +94,10 @@ void run_infill(tracformer::InfillRequest request, const GlobalOptions& global) 
   }
 }
 
-}  // namespace
-
-void register_tracformer(CLI::App& app, const GlobalOptions& global, Action& action) {
-  CLI::App* command = app.add_subcommand(
-      "tracformer", "Tracformer: infilling and exact conditional likelihoods for any context");
-  command->require_subcommand(1);
-
+void add_train(CLI::App& command, const GlobalOptions& global, Action& action) {
   auto t = std::make_shared<TrainCommand>();
   t->request.text_path = "data/kjv/kjv.txt";
-  CLI::App* train = command->add_subcommand("train", "Train on a UTF-8 text, save the model");
+  CLI::App* train = command.add_subcommand("train", "Train on a UTF-8 text, save the model");
   train->add_option("--text", t->request.text_path, "UTF-8 text (split by blank-line blocks)")
       ->check(CLI::ExistingFile)
       ->capture_default_str();
@@ -116,6 +110,7 @@ void register_tracformer(CLI::App& app, const GlobalOptions& global, Action& act
   train->add_option("--d-model", t->request.config.d_model, "Width")->capture_default_str();
   train->add_option("--heads", t->request.config.heads, "Attention heads")->capture_default_str();
   train->add_option("--layers", t->request.config.layers, "Encoder layers (and tracformer decoder layers)")
+      ->check(depth())
       ->capture_default_str();
   train
       ->add_option("--decoder-layers", t->request.config.decoder_layers,
@@ -140,9 +135,11 @@ void register_tracformer(CLI::App& app, const GlobalOptions& global, Action& act
       ->check(writable_file())
       ->required();
   train->callback([t, &global, &action] { action = [t, &global] { run_train(*t, global); }; });
+}
 
+void add_eval(CLI::App& command, const GlobalOptions& global, Action& action) {
   auto e = std::make_shared<EvalCommand>();
-  CLI::App* evaluate = command->add_subcommand(
+  CLI::App* evaluate = command.add_subcommand(
       "eval", "Bits per character on hidden positions of fixed crops (same masks for every model)");
   evaluate->add_option("--model", e->request.model_path, "Model file")
       ->check(CLI::ExistingFile)
@@ -156,7 +153,7 @@ void register_tracformer(CLI::App& app, const GlobalOptions& global, Action& act
       ->check(CLI::IsMember({"car", "ac"}));
   evaluate->add_option("--length", e->request.length, "Crop length (default: the model's block size)")
       ->check(non_negative());
-  evaluate->add_option("--crops", e->request.crops, "Most crops")->check(positive())->capture_default_str();
+  evaluate->add_option("--crops", e->request.crops, "Most crops")->check(work_count(1000000))->capture_default_str();
   evaluate->add_option("--batch", e->request.batch, "Crops per pass")
       ->check(positive())
       ->capture_default_str();
@@ -168,9 +165,11 @@ void register_tracformer(CLI::App& app, const GlobalOptions& global, Action& act
                        "ranges of each crop, e.g. 0:0.25,0.75:1/0.25:0.5 (the rest unknown)");
   evaluate->add_option("--json", e->json_path, "Write the results as JSON")->check(writable_file());
   evaluate->callback([e, &global, &action] { action = [e, &global] { run_eval(*e, global); }; });
+}
 
+void add_infill(CLI::App& command, const GlobalOptions& global, Action& action) {
   auto f = std::make_shared<tracformer::InfillRequest>();
-  CLI::App* infill = command->add_subcommand(
+  CLI::App* infill = command.add_subcommand(
       "infill", "Fill the '_' characters of a text (one character each), left to right");
   infill->add_option("--model", f->model_path, "Model file")->check(CLI::ExistingFile)->required();
   infill->add_option("text", f->text, "Text with '_' where characters are to be filled")
@@ -186,6 +185,17 @@ void register_tracformer(CLI::App& app, const GlobalOptions& global, Action& act
   infill->add_flag("!--no-cache", f->sampling.cache,
                    "Re-encode at every step instead of the KV cache (same distribution)");
   infill->callback([f, &global, &action] { action = [f, &global] { run_infill(*f, global); }; });
+}
+
+}  // namespace
+
+void register_tracformer(CLI::App& app, const GlobalOptions& global, Action& action) {
+  CLI::App* command = app.add_subcommand(
+      "tracformer", "Tracformer: infilling and exact conditional likelihoods for any context");
+  command->require_subcommand(1);
+  add_train(*command, global, action);
+  add_eval(*command, global, action);
+  add_infill(*command, global, action);
 }
 
 }  // namespace structdiff::cli

@@ -30,6 +30,16 @@ CLI::Validator bound(bool strict, bool infinity, const std::string& description,
       description, name);
 }
 
+CLI::Validator at_most(double high, const std::string& name) {
+  return CLI::Validator(
+      [high](std::string& text) -> std::string {
+        double value = 0;
+        if (!as_number(text, value) || value <= high) return "";  // the other checks judge the rest
+        return "must be at most " + std::to_string(static_cast<int64_t>(high)) + ", got " + text;
+      },
+      "AT MOST " + std::to_string(static_cast<int64_t>(high)), name);
+}
+
 CLI::Validator finite() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
@@ -109,6 +119,12 @@ CLI::Validator positive() { return bound(true, false, "POSITIVE", "positive"); }
 CLI::Validator non_negative() { return bound(false, false, "NONNEGATIVE", "non-negative"); }
 CLI::Validator positive_or_infinite() {
   return bound(true, true, "POSITIVE or inf", kAllowsInfinity);
+}
+
+CLI::Validator depth() { return positive() & at_most(1024, "depth"); }
+CLI::Validator seconds_budget() { return non_negative() & at_most(86400, "seconds-budget"); }
+CLI::Validator work_count(int64_t high) {
+  return positive() & at_most(static_cast<double>(high), "work-count");
 }
 
 void apply_value_domains(CLI::App& app) {

@@ -8,6 +8,7 @@
 // --dry-run as in a run.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,14 @@ CLI::Validator fraction();
 CLI::Validator at_least(double low);
 // > 0 or inf (e.g. --clip inf: no clipping).
 CLI::Validator positive_or_infinite();
+
+// Upper bounds for quantities that no memory check covers, so that a hostile value is refused
+// instead of running for ever: a depth builds one module per unit (1..1024), a time budget is
+// waited out (at most a day, 86400 s), and a count of work (steps, epochs, runs, puzzles) is at
+// most `high`.
+CLI::Validator depth();
+CLI::Validator seconds_budget();
+CLI::Validator work_count(int64_t high);
 
 // Walks `app` and all its subcommands and adds the type's checks to every option that takes a
 // value. Call once, after every option is registered.

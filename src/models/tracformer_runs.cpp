@@ -151,6 +151,10 @@ TextEvalReport evaluate_text(const TextEvalRequest& request) {
   if (ids.size(0) == 0) {
     throw std::invalid_argument("the " + request.split + " split of " + request.text_path + " is empty");
   }
+  if (request.length > 16 * config.block_size) {
+    throw std::invalid_argument("--length " + std::to_string(request.length) + " is longer than " +
+                                std::to_string(16 * config.block_size) + " (16 x the model's block size)");
+  }
   report.length = request.length > 0 ? request.length : config.block_size;
   const std::vector<Batch> batches = evaluation_batches(ids, report.length, request.crops, report.masking,
                                                         request.seed, request.batch);

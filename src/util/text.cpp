@@ -2,14 +2,38 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <new>
 
 #include <c10/util/Exception.h>
 
 namespace structdiff {
 
+namespace {
+
+// An allocation that failed, in our words: what was asked for (when the allocator says) and what
+// the machine has, instead of the allocator's text.
+std::string out_of_memory(const std::string& allocator_text) {
+  std::string message = "out of memory: the sizes or counts given need more memory than this machine can give";
+  const std::string marker = "you tried to allocate ";
+  const auto at = allocator_text.find(marker);
+  if (at != std::string::npos) {
+    const double bytes = std::strtod(allocator_text.c_str() + at + marker.size(), nullptr);
+    char text[96];
+    std::snprintf(text, sizeof text, " (one tensor of %.1f GB was asked for)", bytes / 1e9);
+    message += text;
+  }
+  return message + "; choose smaller ones";
+}
+
+}  // namespace
+
 std::string message_of(const std::exception& error) {
+  if (dynamic_cast<const std::bad_alloc*>(&error) != nullptr) return out_of_memory("");
   if (const auto* torch_error = dynamic_cast<const c10::Error*>(&error)) {
-    return torch_error->what_without_backtrace();
+    const std::string text = torch_error->what_without_backtrace();
+    if (text.find("can't allocate memory") != std::string::npos) return out_of_memory(text);
+    return text;
   }
   return error.what();
 }

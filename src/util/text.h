@@ -10,7 +10,8 @@
 
 namespace structdiff {
 
-// An exception's message for users: c10::Error's without the C++ backtrace its what() carries.
+// An exception's message for users: c10::Error's without the C++ backtrace its what() carries,
+// and a failed allocation (libtorch's or std::bad_alloc) in our words, with the size asked for.
 std::string message_of(const std::exception& error);
 
 // A tensor shape for messages: "(2, 1, 28, 28)", or with other brackets "[3, 3]".
