@@ -98,11 +98,9 @@ torch::Tensor proposal_confidence(const torch::Tensor& probabilities, const torc
   return chosen - strongest_other;
 }
 
-torch::Tensor sample_masked(const MaskedModelFn& model, const GsdmStructure& structure,
-                            const diffusion::NoiseSchedule& schedule,
-                            diffusion::MaskScheduleKind mask_schedule,
-                            const torch::Tensor& observed_nodes, const torch::Tensor& observed_values,
-                            const torch::Tensor& noise, const SampleOptions& options) {
+namespace {
+
+void check_masked_sampling(const diffusion::NoiseSchedule& schedule, const SampleOptions& options) {
   if (options.sampler != Sampler::ancestral && options.sampler != Sampler::adaptive) {
     throw std::invalid_argument("a masked-process model samples with ancestral or adaptive, not " +
                                 sampler_name(options.sampler));
@@ -117,6 +115,110 @@ torch::Tensor sample_masked(const MaskedModelFn& model, const GsdmStructure& str
   if (options.unmask_per_step < 0 || options.remask < 0) {
     throw std::invalid_argument("unmask-per-step and remask must be >= 0");
   }
+}
+
+// Below any confidence (a margin is >= -1): what is not masked is never chosen.
+constexpr double kNeverChosen = -3.0;
+
+// One step's reading of the network's output for the discrete variables: each variable's proposed
+// value, the model's confidence in it, and (when remasking) how probable each decided variable's
+// current value still is.
+struct Proposals {
+  std::vector<torch::Tensor> value;  // per arity group (undefined for continuous ones)
+  torch::Tensor confidence;          // (batch, nodes); kNeverChosen where nothing is proposed
+  torch::Tensor value_probability;   // (batch, nodes); 2 where not computed
+};
+
+Proposals propose(const GsdmStructure& structure, const torch::Tensor& output, const torch::Tensor& x,
+                  const torch::Tensor& masked, const SampleOptions& options, Confidence confidence,
+                  bool remasking) {
+  const int64_t batch = x.size(0);
+  Proposals proposals;
+  proposals.value.resize(structure.groups.size());
+  proposals.confidence = torch::full(masked.sizes(), kNeverChosen, x.options());
+  proposals.value_probability = torch::full(masked.sizes(), 2.0, x.options());
+  for (size_t g = 0; g < structure.groups.size(); ++g) {
+    const ArityGroup& group = structure.groups[g];
+    if (!group.discrete) continue;
+    const torch::Tensor logits = group_blocks(output, group);
+    const torch::Tensor p = torch::softmax(logits, -1);
+    proposals.value[g] =
+        options.temperature == 0
+            ? logits.argmax(-1)
+            : random::categorical(torch::softmax(logits / options.temperature, -1).view({-1, group.width}),
+                                  options.generator)
+                  .view({batch, -1});
+    proposals.confidence = proposals.confidence.index_copy(
+        1, group.nodes, proposal_confidence(p, proposals.value[g], confidence));
+    if (remasking) {
+      const torch::Tensor value = group_blocks(x, group).argmax(-1, /*keepdim=*/true);
+      proposals.value_probability =
+          proposals.value_probability.index_copy(1, group.nodes, p.gather(-1, value).squeeze(-1));
+    }
+  }
+  return proposals;
+}
+
+// Decided variables whose value the model now finds improbable (< 0.5) are masked again, the
+// `remask` least probable of each example.
+torch::Tensor remask_doubtful(const torch::Tensor& masked, const torch::Tensor& latent_nodes,
+                              const Proposals& proposals, int64_t remask) {
+  const torch::Tensor doubtful = latent_nodes & ~masked & (proposals.value_probability < 0.5);
+  const torch::Tensor rank = ranks(torch::where(doubtful, proposals.value_probability,
+                                                torch::full_like(proposals.value_probability, 3.0)),
+                                   /*descending=*/false);
+  return masked | (doubtful & (rank < remask));
+}
+
+// Which masked variables a step before the last decides: ancestral, each with the schedule's
+// probability; adaptive, the most confident, as many as leave what the schedule keeps masked at
+// the next step (or `unmask_per_step` fewer than now).
+torch::Tensor step_unmask(const torch::Tensor& masked, const Proposals& proposals,
+                          const torch::Tensor& latent_discrete, const SampleOptions& options,
+                          bool by_count, double alpha_now, double alpha_next) {
+  if (options.sampler == Sampler::ancestral) {
+    const double probability = (alpha_next - alpha_now) / (1 - alpha_now);
+    return masked & (random::uniform(masked.sizes(), options.generator, proposals.confidence.options()) <
+                     probability);
+  }
+  const torch::Tensor masked_now = masked.sum(1);
+  const torch::Tensor keep_masked =
+      by_count ? (masked_now - options.unmask_per_step).clamp_min(0)
+               : torch::minimum(masked_now,
+                                (latent_discrete.to(torch::kDouble) * (1 - alpha_next)).floor().to(torch::kLong));
+  const torch::Tensor rank = ranks(
+      torch::where(masked, proposals.confidence, torch::full_like(proposals.confidence, kNeverChosen)),
+      /*descending=*/true);
+  return masked & (rank < (masked_now - keep_masked).unsqueeze(1));
+}
+
+// Decided values as one-hot blocks (kept from `x` unless just decided), masked variables as zeros,
+// written into `next`.
+torch::Tensor write_discrete(const GsdmStructure& structure, torch::Tensor next, const torch::Tensor& x,
+                             const Proposals& proposals, const torch::Tensor& unmask,
+                             const torch::Tensor& masked) {
+  for (size_t g = 0; g < structure.groups.size(); ++g) {
+    const ArityGroup& group = structure.groups[g];
+    if (!group.discrete) continue;
+    const torch::Tensor decided_now = unmask.index_select(1, group.nodes).unsqueeze(-1);
+    const torch::Tensor still_masked = masked.index_select(1, group.nodes).unsqueeze(-1);
+    torch::Tensor blocks = torch::where(
+        decided_now, torch::one_hot(proposals.value[g], group.width).to(x.scalar_type()),
+        group_blocks(x, group));
+    blocks = blocks * (~still_masked).to(x.scalar_type());
+    next = write_group(next, group, blocks);
+  }
+  return next;
+}
+
+}  // namespace
+
+torch::Tensor sample_masked(const MaskedModelFn& model, const GsdmStructure& structure,
+                            const diffusion::NoiseSchedule& schedule,
+                            diffusion::MaskScheduleKind mask_schedule,
+                            const torch::Tensor& observed_nodes, const torch::Tensor& observed_values,
+                            const torch::Tensor& noise, const SampleOptions& options) {
+  check_masked_sampling(schedule, options);
   torch::NoGradGuard no_grad;
   const Confidence confidence =
       options.confidence != Confidence::by_temperature ? options.confidence
@@ -127,7 +229,10 @@ torch::Tensor sample_masked(const MaskedModelFn& model, const GsdmStructure& str
   torch::Tensor x = torch::where(observed_entries, observed_values, noise);
   // Latent discrete variables start masked (all-zero blocks).
   torch::Tensor masked = torch::zeros_like(observed_nodes);
+  bool continuous = false, discrete = false;
   for (const ArityGroup& group : structure.groups) {
+    continuous = continuous || !group.discrete;
+    discrete = discrete || group.discrete;
     if (!group.discrete) continue;
     const torch::Tensor latent = ~observed_nodes.index_select(1, group.nodes);
     masked = masked.index_copy(1, group.nodes, latent);
@@ -146,11 +251,6 @@ torch::Tensor sample_masked(const MaskedModelFn& model, const GsdmStructure& str
     return diffusion::mask_alpha(mask_schedule, unit_time(torch::tensor(step), schedule.steps()))
         .item<double>();
   };
-  bool continuous = false, discrete = false;
-  for (const ArityGroup& group : structure.groups) {
-    continuous = continuous || !group.discrete;
-    discrete = discrete || group.discrete;
-  }
   // The network's time: the grid's, which the continuous entries' noise follows; on a graph of
   // discrete variables only, the time whose alpha is the fraction of latent variables still
   // decided, whatever order and pace the sampler unmasks at.
@@ -174,86 +274,19 @@ torch::Tensor sample_masked(const MaskedModelFn& model, const GsdmStructure& str
             : diffusion::ddim_step(schedule, output, x, t, grid[i], grid[i + 1], options.ddim_eta,
                                    options.generator);
     next = torch::where(observed_entries, observed_values, next);
-    if (!discrete) {
-      x = next;
-      if (options.progress) options.progress(static_cast<int64_t>(i) + 1, static_cast<int64_t>(grid.size()));
-      continue;
-    }
-    // Discrete part: each variable's proposed value, the model's confidence in it, and how
-    // probable each decided variable's value still is (for remasking).
-    // Below any confidence (a margin is >= -1): what is not masked is never chosen.
-    constexpr double kNeverChosen = -3.0;
-    torch::Tensor confidences = torch::full(masked.sizes(), kNeverChosen, x.options());
-    const bool remasking = options.remask > 0 && !last;
-    torch::Tensor value_probability = torch::full(masked.sizes(), 2.0, x.options());
-    std::vector<torch::Tensor> proposal(structure.groups.size());
-    for (size_t g = 0; g < structure.groups.size(); ++g) {
-      const ArityGroup& group = structure.groups[g];
-      if (!group.discrete) continue;
-      const torch::Tensor logits = group_blocks(output, group);
-      const torch::Tensor p = torch::softmax(logits, -1);
-      proposal[g] = options.temperature == 0
-                        ? logits.argmax(-1)
-                        : random::categorical(
-                              torch::softmax(logits / options.temperature, -1).view({-1, group.width}),
-                              options.generator)
-                              .view({batch, -1});
-      confidences = confidences.index_copy(
-          1, group.nodes, proposal_confidence(p, proposal[g], confidence));
-      if (remasking) {
-        const torch::Tensor value = group_blocks(x, group).argmax(-1, /*keepdim=*/true);
-        value_probability =
-            value_probability.index_copy(1, group.nodes, p.gather(-1, value).squeeze(-1));
-      }
-    }
-    if (remasking) {
-      const torch::Tensor doubtful = latent_nodes & ~masked & (value_probability < 0.5);
-      const torch::Tensor rank = ranks(torch::where(doubtful, value_probability,
-                                                    torch::full_like(value_probability, 3.0)),
-                                       /*descending=*/false);
-      masked = masked | (doubtful & (rank < options.remask));
-    }
-    // Which masked variables this step decides.
-    torch::Tensor unmask;
-    const torch::Tensor masked_now = masked.sum(1);
-    if (last) {
-      unmask = masked;
-    } else if (options.sampler == Sampler::ancestral) {
-      const double alpha_now = alpha_at(grid[i]), alpha_next = alpha_at(grid[i + 1]);
-      const double probability = (alpha_next - alpha_now) / (1 - alpha_now);
-      unmask = masked & (random::uniform(masked.sizes(), options.generator, x.options()) < probability);
-    } else {
-      // How many stay masked after this step, per example: what the schedule leaves masked at
-      // the next step, or `unmask_per_step` fewer than now.
-      const torch::Tensor keep_masked =
-          by_count ? (masked_now - options.unmask_per_step).clamp_min(0)
-                   : torch::minimum(masked_now, (latent_discrete.to(torch::kDouble) *
-                                                 (1 - alpha_at(grid[i + 1])))
-                                                    .floor()
-                                                    .to(torch::kLong));
-      const torch::Tensor rank = ranks(
-          torch::where(masked, confidences, torch::full_like(confidences, kNeverChosen)),
-          /*descending=*/true);
-      unmask = masked & (rank < (masked_now - keep_masked).unsqueeze(1));
-    }
-    masked = masked & ~unmask;
-    // Decided values as one-hot blocks (kept from before the step unless just decided), masked
-    // variables as zeros.
-    for (size_t g = 0; g < structure.groups.size(); ++g) {
-      const ArityGroup& group = structure.groups[g];
-      if (!group.discrete) continue;
-      const torch::Tensor decided_now = unmask.index_select(1, group.nodes).unsqueeze(-1);
-      const torch::Tensor still_masked = masked.index_select(1, group.nodes).unsqueeze(-1);
-      torch::Tensor blocks = torch::where(
-          decided_now, torch::one_hot(proposal[g], group.width).to(x.scalar_type()),
-          group_blocks(x, group));
-      blocks = blocks * (~still_masked).to(x.scalar_type());
-      next = write_group(next, group, blocks);
+    if (discrete) {
+      const bool remasking = options.remask > 0 && !last;
+      const Proposals proposals = propose(structure, output, x, masked, options, confidence, remasking);
+      if (remasking) masked = remask_doubtful(masked, latent_nodes, proposals, options.remask);
+      const torch::Tensor unmask =
+          last ? masked
+               : step_unmask(masked, proposals, latent_discrete, options, by_count, alpha_at(grid[i]),
+                             alpha_at(grid[i + 1]));
+      masked = masked & ~unmask;
+      next = write_discrete(structure, next, x, proposals, unmask, masked);
     }
     x = next;
-    if (options.progress) {
-      options.progress(static_cast<int64_t>(i) + 1, static_cast<int64_t>(grid.size()));
-    }
+    if (options.progress) options.progress(static_cast<int64_t>(i) + 1, static_cast<int64_t>(grid.size()));
   }
   return x;
 }
