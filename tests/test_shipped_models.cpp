@@ -33,6 +33,7 @@ TEST(ShippedModels, EveryFileIsAKnownKindOfModelFile) {
       {"classifier-fashion-mnist.pt", "classifier"},
       {"classifier-mnist.pt", "classifier"},
       {"ddpm-fashion-mnist.pt", "ddpm"},
+      {"ddpm-mnist.pt", "ddpm"},
       {"gsdm-sorting5.pt", "gsdm"},
       {"sudoku9-gaussian.pt", "sudoku"},
       {"sudoku9.pt", "gsdm"},
