@@ -38,14 +38,10 @@ std::string format_line(const char* format, ...) {
 }
 
 // The loop of `request` with the task's defaults where the request left a choice empty.
-train::LoopOptions task_loop(const TrainRequest& request, train::LoopChoices defaults,
+train::LoopOptions task_loop(const TrainRequest& request, const train::LoopChoices& defaults,
                              const std::string& label) {
-  const train::LoopChoices& given = request.loop_choices;
-  if (given.steps) defaults.steps = given.steps;
-  if (given.learning_rate) defaults.learning_rate = given.learning_rate;
-  if (given.clip_norm) defaults.clip_norm = given.clip_norm;
-  if (given.validate_every) defaults.validate_every = given.validate_every;
-  train::LoopOptions loop = train::with_choices(request.loop, defaults);
+  train::LoopOptions loop =
+      train::with_choices(train::with_choices(request.loop, defaults), request.loop_choices);
   loop.progress_label = label;
   return loop;
 }
