@@ -178,6 +178,53 @@ TEST(MaskedSamplers, AModelThatKnowsTheAnswerIsSolvedInOnePass) {
   EXPECT_EQ(calls, 12);  // 16 cells, 4 given
 }
 
+// Remasking revises a value the model doubts once more is decided, and sampling stops when no
+// decided value is doubted: here the model's first reading puts a confident wrong digit in one
+// cell of each puzzle, and every later one knows the answer.
+TEST(MaskedSamplers, RevisionUndoesADoubtedValueAndStopsWhenNoneIsDoubted) {
+  const graph::GraphicalModel graph = sudoku::graphical_model(2);
+  const Gsdm model(graph, masked_config());
+  const diffusion::NoiseSchedule schedule{diffusion::ScheduleConfig{}};
+  std::mt19937_64 rng(4);
+  std::vector<sudoku::Grid> solutions, puzzles;
+  std::vector<int> misled;  // the cell first read wrong, per puzzle
+  for (int i = 0; i < 3; ++i) {
+    solutions.push_back(sudoku::generate_solution(2, rng));
+    puzzles.push_back(sudoku::observe_random_cells(solutions.back(), 4, rng));
+    int cell = 0;
+    while (puzzles.back().cells[cell] != sudoku::kBlank) ++cell;
+    misled.push_back(cell);
+  }
+  const torch::Tensor answer = sudoku::encode(solutions);
+  torch::Tensor first_reading = answer.clone().view({3, 16, 4}) * 2;  // right but unsure
+  for (int p = 0; p < 3; ++p) {
+    const int64_t right = first_reading[p][misled[p]].argmax().item<int64_t>();
+    first_reading[p][misled[p]][(right + 1) % 4] = 40;  // wrong and the most confident of all
+  }
+  first_reading = first_reading.view_as(answer);
+  int calls = 0;
+  const MaskedModelFn misled_once = [&](const torch::Tensor&, const torch::Tensor&) {
+    return ++calls == 1 ? first_reading : answer * 20;
+  };
+  SampleOptions options;
+  options.sampler = Sampler::adaptive;
+  options.unmask_per_step = 1;
+  options.generator = generator(1);
+  const torch::Tensor observed = sudoku::observed_mask(puzzles);
+  const auto draw = [&](int64_t remask) {
+    calls = 0;
+    options.remask = remask;
+    return sample_masked(misled_once, *model->structure(), schedule, MaskScheduleKind::cosine,
+                         observed, sudoku::encode(puzzles), torch::zeros_like(answer), options);
+  };
+  EXPECT_FALSE(torch::equal(draw(0), answer));
+  EXPECT_EQ(calls, 12);  // one pass: 12 latent cells, the wrong digit kept
+  EXPECT_TRUE(torch::equal(draw(1), answer));
+  // The pass, one step that remasks the wrong digit and decides a cell again, and one reading
+  // that doubts nothing.
+  EXPECT_EQ(calls, 14);
+}
+
 // The margin ranks a drawn value by its lead over the strongest other value: the top-two margin
 // for the most probable value, negative for any other draw (which must be decided last, or a
 // temperature-1 draw of an unlikely digit would be committed first).

@@ -222,7 +222,10 @@ struct SampleOptions {
   // schedule spreads the latent ones over ddim_steps; one at a time solved 100 of 100 validation
   // Sudokus from nothing, the schedule's pace at temperature 1 none: docs/results/gsdm-sudoku.md);
   // remask: each step but the last, up to this many decided variables per example whose value
-  // has fallen below probability 1/2 return to the mask (ReMDM-style revision; 0: never).
+  // has fallen below probability 1/2 return to the mask (ReMDM-style revision; 0: never). With
+  // unmask_per_step > 0 on a graph of discrete variables only, sampling then goes on past the
+  // pass that decides every variable until the model doubts none of an example's values, for
+  // as many steps again at most.
   double temperature = 0.0;
   Confidence confidence = Confidence::by_temperature;
   int64_t unmask_per_step = 1;

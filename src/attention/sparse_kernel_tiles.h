@@ -205,6 +205,24 @@ void tile_scores(const SparseAttentionProblem& p, const TileShape& tile, MemberR
   }
 }
 
+// The kept blocks of a forward slice into probabilities: exp(score - m) with the row maximum m of
+// the time, times exp(m - lse). A row that owned nothing when its block was computed has
+// m = -inf and stays 0.
+template <typename T>
+void normalise_kept_blocks(const TilePlanView& plan, const TileLayout& layout,
+                           const TileScratch<T>& s, const T* lse_slice, T* probabilities) {
+  for (int64_t t = 0; t < plan.num_tiles; ++t) {
+    const TileShape tile = tile_shape(plan, t);
+    T* block = probabilities + layout.block_offsets[t];
+    for (int64_t a = 0; a < tile.size; ++a) {
+      const T shift = s.tile_row_max[layout.row_offsets[t] + a];
+      if (shift == -std::numeric_limits<T>::infinity()) continue;
+      scale_in_place(std::exp(shift - lse_slice[tile.members[a]]), block + a * tile.width,
+                     tile.width);
+    }
+  }
+}
+
 // Forward over one (batch, head) slice: each tile's block of scores with an online softmax per
 // row (the accumulated weights and values rescaled when a tile raises a row's maximum), then the
 // residual neighbour lists. With `probabilities` (the slice's part of the kept blocks), the blocks
@@ -284,19 +302,7 @@ void tiled_forward_slice(const SparseAttentionProblem& p, int64_t bh, const T* q
       lse_slice[row] = s.row_max[row] + std::log(s.row_sum[row]);
     }
   }
-  if (!probabilities) return;
-  // exp(score - m) with the maximum m of the time, times exp(m - lse): the probability. A row
-  // that owned nothing when its block was computed has m = -inf and stays 0.
-  for (int64_t t = 0; t < plan.num_tiles; ++t) {
-    const TileShape tile = tile_shape(plan, t);
-    T* block = probabilities + layout.block_offsets[t];
-    for (int64_t a = 0; a < tile.size; ++a) {
-      const T shift = s.tile_row_max[layout.row_offsets[t] + a];
-      if (shift == neg_inf) continue;
-      scale_in_place(std::exp(shift - lse_slice[tile.members[a]]), block + a * tile.width,
-                     tile.width);
-    }
-  }
+  if (probabilities) normalise_kept_blocks(plan, layout, s, lse_slice, probabilities);
 }
 
 // Backward over one slice from the probabilities its forward pass kept. grad_q, grad_k and grad_v

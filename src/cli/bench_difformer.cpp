@@ -15,6 +15,7 @@
 #include "structdiff/difformer.h"
 #include "structdiff/random.h"
 #include "structdiff/runtime.h"
+#include "structdiff/timing.h"
 
 namespace structdiff::cli {
 namespace {

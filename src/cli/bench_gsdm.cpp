@@ -2,7 +2,6 @@
 // (its paper architecture, Table 2), at one or more graph sizes, per attention mechanism; with
 // several sizes, the log-log slope of step time against the number of graph nodes.
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <map>
 
@@ -13,6 +12,7 @@
 #include "cli/command.h"
 #include "structdiff/gsdm_problems.h"
 #include "structdiff/runtime.h"
+#include "structdiff/timing.h"
 #include "structdiff/train.h"
 
 namespace structdiff::cli {
@@ -30,20 +30,6 @@ struct BenchGsdmOptions {
   int64_t sample_steps = 50;
   std::string json_path;
 };
-
-// Least-squares slope of log(y) against log(x).
-double log_log_slope(const std::vector<double>& x, const std::vector<double>& y) {
-  const double n = static_cast<double>(x.size());
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double lx = std::log(x[i]), ly = std::log(y[i]);
-    sx += lx;
-    sy += ly;
-    sxx += lx * lx;
-    sxy += lx * ly;
-  }
-  return (n * sxy - sx * sy) / (n * sxx - sx * sx);
-}
 
 // Median milliseconds of the one training loop's step (forward, backward, clipping, AdamW, EMA)
 // after two warm-up steps; the examples are made before the clock starts.

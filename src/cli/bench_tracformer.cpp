@@ -1,21 +1,17 @@
 // `structdiff bench tracformer`: how the multi-scope encoder scales with the sequence length
 // (sparse kernel vs the same patterns on dense attention), training throughput per architecture,
 // and KV-cached vs re-encoding CAR sampling.
-#include <cmath>
 #include <cstdio>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <nlohmann/json.hpp>
-#include <torch/torch.h>
 
 #include "cli/command.h"
-#include "structdiff/random.h"
 #include "structdiff/runtime.h"
-#include "structdiff/tracformer_training.h"
+#include "structdiff/timing.h"
+#include "structdiff/tracformer_bench.h"
 
 namespace structdiff::cli {
 namespace {
@@ -58,45 +54,21 @@ void bench_encoder(const BenchTracformerOptions& o, uint64_t seed, nlohmann::jso
               static_cast<long>(o.layers), static_cast<long>(o.d_model), static_cast<long>(o.heads),
               static_cast<long>(o.n_max));
   for (const std::string attention : {"sparse", "dense"}) {
-    std::vector<std::pair<double, double>> points;  // log T, log ms
+    Config config = base_config(o);
+    config.mechanism = parse_mechanism(attention);
+    std::vector<double> lengths, times;
     for (int64_t T : o.lengths) {
       if (attention == "dense" && T > o.dense_max_length) continue;
-      Config config = base_config(o);
-      config.mechanism = parse_mechanism(attention);
-      torch::nn::ModuleList blocks;
-      std::vector<PatternBatch> patterns;
-      for (int64_t l = 1; l <= o.layers; ++l) {
-        blocks->push_back(Block(config, true, false));
-        patterns.emplace_back(
-            patterns::tracformer_encoder(T, l, o.n_max, patterns::Direction::prefix));
-      }
-      const torch::Tensor input = random::normal(
-          {1, T, o.d_model}, at::make_generator<at::CPUGeneratorImpl>(seed), torch::kFloat);
-      const double ms = median_ms(
-          [&] {
-            BlockImpl::Context context;
-            context.query_positions = torch::arange(T, torch::kLong);
-            torch::Tensor x = input;
-            for (int64_t l = 0; l < o.layers; ++l) {
-              context.self_pattern = &patterns[l];
-              x = blocks[l]->as<Block>()->forward(x, context);
-            }
-            x.sum().backward();
-          },
-          2, o.budget_seconds / static_cast<double>(o.lengths.size()));
-      points.emplace_back(std::log(static_cast<double>(T)), std::log(ms));
+      const double ms = encoder_pass_ms(config, T, seed, o.budget_seconds / static_cast<double>(o.lengths.size()));
+      lengths.push_back(static_cast<double>(T));
+      times.push_back(ms);
       std::printf("  %-6s T %5ld  %10.1f ms\n", attention.c_str(), static_cast<long>(T), ms);
       rows.push_back({{"part", "encoder"}, {"attention", attention}, {"T", T}, {"ms", ms}});
     }
-    if (points.size() >= 2) {
-      // Least-squares slope of log time against log T.
-      double mx = 0, my = 0;
-      for (const auto& [x, y] : points) mx += x, my += y;
-      mx /= points.size(), my /= points.size();
-      double sxy = 0, sxx = 0;
-      for (const auto& [x, y] : points) sxy += (x - mx) * (y - my), sxx += (x - mx) * (x - mx);
-      std::printf("  %-6s log-log slope %.2f\n", attention.c_str(), sxy / sxx);
-      rows.push_back({{"part", "encoder_slope"}, {"attention", attention}, {"slope", sxy / sxx}});
+    if (lengths.size() >= 2) {
+      const double slope = log_log_slope(lengths, times);
+      std::printf("  %-6s log-log slope %.2f\n", attention.c_str(), slope);
+      rows.push_back({{"part", "encoder_slope"}, {"attention", attention}, {"slope", slope}});
     }
   }
 }
@@ -105,44 +77,19 @@ void bench_encoder(const BenchTracformerOptions& o, uint64_t seed, nlohmann::jso
 void bench_train(const BenchTracformerOptions& o, uint64_t seed, nlohmann::json& rows) {
   std::printf("training, T %ld, batch %ld, spans (ratio 0.5, mean 16)\n",
               static_cast<long>(o.block_size), static_cast<long>(o.batch));
-  const torch::Tensor text =
-      random::integers(0, 62, {200000}, at::make_generator<at::CPUGeneratorImpl>(seed), torch::kLong);
   for (const std::string& name : o.architectures) {
     Config config = base_config(o);
     config.architecture = parse_architecture(name);
     config.objective = config.architecture == Architecture::bert ? Mode::ac : Mode::car;
-    Tracformer model(config), averaged(config);
-    std::vector<double> seconds;
-    train::LoopTask task;
-    task.model = model.ptr().get();
-    task.ema_model = averaged.ptr().get();
-    const data::SpanMasking spans;
-    task.loss_parts = [&](int64_t, std::mt19937_64& rng, at::Generator& noise,
-                          const std::vector<train::Shard>& parts) {
-      return loss_parts(model,
-                        random_batch(text, o.batch, o.block_size,
-                                     name == "ar" ? Masking::all : Masking::spans, spans, rng),
-                        noise, parts);
-    };
-    task.on_step = [&](int64_t step, double s) {
-      if (step > 1) seconds.push_back(s);  // the first step builds the patterns
-      return true;
-    };
-    train::LoopOptions loop;
-    loop.steps = o.train_steps + 1;
-    loop.show_progress = false;
-    loop.ema_decay = 0;
-    train::run_training(task, loop, seed);
-    std::sort(seconds.begin(), seconds.end());
-    const double step = seconds[seconds.size() / 2];
-    const double tokens_per_second = static_cast<double>(o.batch * o.block_size) / step;
-    std::printf("  %-26s %8.1f ms/step  %8.0f tokens/s  %ld parameters\n", name.c_str(), 1e3 * step,
-                tokens_per_second, static_cast<long>(model->non_embedding_parameters()));
+    const TrainingStepTiming step = training_step(config, o.batch, o.train_steps, seed);
+    const double tokens_per_second = static_cast<double>(o.batch * o.block_size) / step.seconds;
+    std::printf("  %-26s %8.1f ms/step  %8.0f tokens/s  %ld parameters\n", name.c_str(),
+                1e3 * step.seconds, tokens_per_second, static_cast<long>(step.non_embedding_parameters));
     rows.push_back({{"part", "train"},
                     {"architecture", name},
-                    {"ms_per_step", 1e3 * step},
+                    {"ms_per_step", 1e3 * step.seconds},
                     {"tokens_per_second", tokens_per_second},
-                    {"non_embedding_parameters", model->non_embedding_parameters()}});
+                    {"non_embedding_parameters", step.non_embedding_parameters}});
   }
 }
 
@@ -151,22 +98,9 @@ void bench_sample(const BenchTracformerOptions& o, uint64_t seed, nlohmann::json
   const int64_t T = o.block_size;
   std::printf("CAR sampling, T %ld, middle half hidden, %ld sequences at once\n",
               static_cast<long>(T), static_cast<long>(o.sample_sequences));
-  Tracformer model(base_config(o));
-  const torch::Tensor tokens = random::integers(0, 62, {o.sample_sequences, T},
-                                                at::make_generator<at::CPUGeneratorImpl>(seed),
-                                                torch::kLong);
-  torch::Tensor given = torch::ones({o.sample_sequences, T}, torch::kBool);
-  given.narrow(1, T / 4, T / 2).fill_(false);
   double cached_ms = 0;
   for (const bool cache : {true, false}) {
-    SamplingOptions options;
-    options.cache = cache;
-    at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-    const double ms = median_ms(
-        [&] {
-          infill(model, {tokens, given}, options, generator);
-        },
-        1, o.budget_seconds);
+    const double ms = infill_ms(base_config(o), o.sample_sequences, cache, seed, o.budget_seconds);
     if (cache) cached_ms = ms;
     std::printf("  %-10s %10.1f ms per batch", cache ? "cached" : "re-encode", ms);
     if (!cache) std::printf("  (%.1f x the cached time)", ms / cached_ms);

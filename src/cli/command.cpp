@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -156,22 +155,6 @@ CLI::Validator writable_file() {
         return "";
       },
       "FILE (written)", kOutputValidatorName);
-}
-
-
-double median_ms(const std::function<void()>& run, int min_runs, double budget_seconds) {
-  using Clock = std::chrono::steady_clock;
-  std::vector<double> times;
-  const auto start = Clock::now();
-  while (static_cast<int>(times.size()) < std::max(min_runs, 1) ||
-         std::chrono::duration<double>(Clock::now() - start).count() + 1e-3 * times.back() <
-             budget_seconds) {
-    const auto t0 = Clock::now();
-    run();
-    times.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
 }
 
 }  // namespace structdiff::cli

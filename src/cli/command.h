@@ -43,10 +43,6 @@ void write_json_file(const std::string& path, const nlohmann::json& value);
 // directory, or cannot be written.
 CLI::Validator writable_file();
 
-// Median wall-clock milliseconds of `run` over at least `min_runs` runs; after those, further
-// runs while one more still fits within `budget_seconds` of the first run's start.
-double median_ms(const std::function<void()>& run, int min_runs, double budget_seconds);
-
 // The shared training-loop options: --train-steps, --max-minutes, --lr, --lr-decay, --warmup,
 // --clip, --ema, --validate-every, --checkpoint, --checkpoint-every, --resume, --log.
 // `options` must outlive the parse (the subcommand's state).

@@ -4,6 +4,44 @@
 
 namespace structdiff::cli {
 
+CLI::Option* add_problem_options(CLI::App& command, std::string& problem,
+                                 gsdm::ProblemOptions& options, const std::string& fixed) {
+  std::vector<const gsdm::Problem*> covered;
+  for (const gsdm::Problem& p : gsdm::problems()) {
+    if (fixed.empty() || p.name == fixed) covered.push_back(&p);
+  }
+  std::string names, variants;
+  for (const gsdm::Problem* p : covered) {
+    names += (names.empty() ? "" : ", ") + p->name + " (--size: " + p->size_help + ", default " +
+             gsdm::size_text(p->default_size) + ")";
+    for (const auto& [name, help] : p->variants) {
+      variants += (variants.empty() ? "" : "; ") + (fixed.empty() ? p->name + " " : "") + name +
+                  ": " + help;
+    }
+  }
+  CLI::Option* option = nullptr;
+  if (fixed.empty()) {
+    option = command.add_option("--problem", problem, "One of: " + names);
+  } else {
+    problem = fixed;
+  }
+  command.add_option_function<std::string>(
+      "--size", [&options](const std::string& text) { options.size = gsdm::parse_size(text); },
+      fixed.empty() ? "The problem's dimensions, e.g. 5 or 16,16,8 (default: the problem's)"
+                    : "The " + names);
+  command.add_flag("!--no-intermediates", options.intermediates,
+                   "Drop the intermediate variables (the paper's graphs without them)");
+  command.add_option("--variant", options.variant,
+                     "Another form of the problem (" + variants + ")");
+  return option;
+}
+
+std::function<void()> problem_check(const std::string& problem, const gsdm::ProblemOptions& options) {
+  return [&problem, &options] {
+    if (!problem.empty()) gsdm::resolve_options(gsdm::find_problem(problem), options);
+  };
+}
+
 void GsdmModelOptions::fill(gsdm::ProblemTrainRequest& request) const {
   request.model = model;
   request.model.norm = gsdm::parse_norm(norm);
@@ -149,7 +187,9 @@ void add_sampling_options(CLI::App& command, SamplingOptions& o) {
       ->capture_default_str();
   command.add_option("--remask", o.remask,
                      "masked: each step, up to this many decided variables whose value fell below "
-                     "probability 1/2 return to the mask (0: never)")
+                     "probability 1/2 return to the mask (0: never); with --unmask-per-step on a "
+                     "graph of discrete variables only, sampling goes on until the model doubts no "
+                     "value (at most twice the steps)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   command.add_option("--eta", o.eta, "DDIM noise: 0 deterministic, 1 the posterior variance")

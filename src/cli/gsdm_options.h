@@ -1,8 +1,10 @@
-// Options shared by `structdiff gsdm` and its Sudoku front end `structdiff sudoku`: the GSDM's
-// architecture and noise schedule, and the sampler.
+// What `structdiff gsdm` and its Sudoku front end `structdiff sudoku` share: the problem options,
+// the GSDM's architecture and noise schedule, the sampler; and their commands kept in files of
+// their own.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -12,6 +14,19 @@
 #include "structdiff/gsdm_problems.h"
 
 namespace structdiff::cli {
+
+// --problem NAME (unless the command is for the one problem `fixed`), --size, --no-intermediates,
+// --variant; returns the --problem option (nullptr with `fixed`).
+CLI::Option* add_problem_options(CLI::App& command, std::string& problem,
+                                 gsdm::ProblemOptions& options, const std::string& fixed = "");
+// The check of the problem's name, sizes and variant, for a command's parse-time callback: usage
+// errors, the same under --dry-run as in a run.
+std::function<void()> problem_check(const std::string& problem, const gsdm::ProblemOptions& options);
+
+// `gsdm mask` and `gsdm invariance` (gsdm_graph_command.cpp), under the `gsdm` command.
+void register_gsdm_graph_commands(CLI::App& gsdm, Action& action);
+// `sudoku eval` (sudoku_eval_command.cpp), under the `sudoku` command.
+void register_sudoku_eval(CLI::App& sudoku, const GlobalOptions& global, Action& action);
 
 struct GsdmModelOptions {
   gsdm::GsdmConfig model;

@@ -32,8 +32,6 @@ void add_span_options(CLI::App& command, data::SpanMasking& spans) {
       ->capture_default_str();
 }
 
-// ---- train -------------------------------------------------------------------------------------
-
 struct TrainCommand {
   tracformer::TrainRequest request;
   std::string architecture = "tracformer", attention = "structured";
@@ -53,8 +51,6 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
   tracformer::save_model(c.out_path, report.averaged, report.metadata);
   print_training_summary(report.result, c.out_path);
 }
-
-// ---- eval --------------------------------------------------------------------------------------
 
 struct EvalCommand {
   tracformer::TextEvalRequest request;
@@ -79,8 +75,6 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
   if (c.json_path.empty()) return;
   write_json_file(c.json_path, tracformer::eval_record(request, report));
 }
-
-// ---- infill ------------------------------------------------------------------------------------
 
 void run_infill(tracformer::InfillRequest request, const GlobalOptions& global) {
   request.seed = global.seed;

@@ -21,9 +21,10 @@ double accuracy(const torch::Tensor& logits, const torch::Tensor& labels,
       .item<double>();
 }
 
-RunResult train_node_classifier(DIFFormer& model, const data::NodeDataset& dataset,
-                                const data::Split& split, const TrainingOptions& options,
-                                uint64_t seed) {
+namespace {
+
+void check_training_inputs(const data::NodeDataset& dataset, const data::Split& split,
+                           const TrainingOptions& options) {
   if (options.epochs < 1 || options.batch_size < 0) {
     throw std::invalid_argument("train_node_classifier: need epochs >= 1 and batch_size >= 0");
   }
@@ -33,6 +34,76 @@ RunResult train_node_classifier(DIFFormer& model, const data::NodeDataset& datas
   if (!torch::isfinite(dataset.features).all().item<bool>()) {
     throw std::invalid_argument(dataset.name + ": the features hold NaN or infinite values");
   }
+}
+
+// The nodes a step trains on, and the rows among them that are labelled for training: the whole
+// graph and its training nodes, or the step's chunk of its epoch's shuffled order.
+struct StepNodes {
+  torch::Tensor nodes, labelled;
+  bool whole_graph = false;
+};
+StepNodes step_nodes(int64_t step, int64_t n, int64_t batch_size, int64_t steps_per_epoch,
+                     const data::Split& split, const torch::Tensor& is_train, uint64_t seed) {
+  if (batch_size == 0) return {torch::arange(n), split.train, true};
+  const int64_t chunk = step % steps_per_epoch;
+  const torch::Tensor nodes = train::epoch_order(n, seed, step / steps_per_epoch)
+                                  .narrow(0, chunk * batch_size, std::min(batch_size, n - chunk * batch_size));
+  return {nodes, is_train.index_select(0, nodes).nonzero().squeeze(1), false};
+}
+
+// The negative log-likelihood of the step's labelled nodes, on the whole graph or on the subgraph
+// its chunk induces, plus the paper's L2 penalty. A chunk without labelled nodes contributes a
+// zero (still differentiable) likelihood term.
+torch::Tensor step_loss(DIFFormer& model, const data::NodeDataset& dataset, const StepNodes& step,
+                        const GraphInput* full_graph, double weight_decay, at::Generator& noise) {
+  std::optional<GraphInput> subgraph;
+  if (model->needs_graph() && !step.whole_graph) {
+    const std::vector<int64_t> ids(step.nodes.data_ptr<int64_t>(),
+                                   step.nodes.data_ptr<int64_t>() + step.nodes.numel());
+    subgraph.emplace(data::induced_subgraph(dataset.graph, ids));
+  }
+  const torch::Tensor logits =
+      step.whole_graph ? model->forward(dataset.features, full_graph, &noise)
+            : model->forward(dataset.features.index_select(0, step.nodes), subgraph ? &*subgraph : nullptr,
+                             &noise);
+  torch::Tensor loss =
+      step.labelled.numel() == 0
+          ? logits.sum() * 0.0
+          : torch::nll_loss(torch::log_softmax(logits.index_select(0, step.labelled), 1),
+                            dataset.labels.index_select(0, step.nodes).index_select(0, step.labelled));
+  if (weight_decay > 0) {
+    for (const torch::Tensor& parameter : model->parameters()) {
+      loss = loss + 0.5 * weight_decay * parameter.square().sum();
+    }
+  }
+  return loss;
+}
+
+// The paper's optimisation: its L2 penalty in the loss rather than decoupled decay, no clipping,
+// no weight averaging, one validation (and checkpoint) per epoch.
+train::LoopOptions loop_options(const TrainingOptions& options, int64_t steps_per_epoch) {
+  train::LoopOptions loop;
+  loop.steps = options.epochs * steps_per_epoch;
+  loop.learning_rate = options.learning_rate;
+  loop.weight_decay = 0;
+  loop.clip_norm = std::numeric_limits<double>::infinity();
+  loop.ema_decay = 0;
+  loop.validate_every = steps_per_epoch;
+  loop.checkpoint_path = options.checkpoint_path;
+  if (!options.checkpoint_path.empty()) loop.checkpoint_every = steps_per_epoch;
+  loop.resume = options.resume;
+  loop.log_path = options.log_path;
+  loop.show_progress = options.show_progress;
+  loop.progress_label = options.label;
+  return loop;
+}
+
+}  // namespace
+
+RunResult train_node_classifier(DIFFormer& model, const data::NodeDataset& dataset,
+                                const data::Split& split, const TrainingOptions& options,
+                                uint64_t seed) {
+  check_training_inputs(dataset, split, options);
   const int64_t n = dataset.num_nodes();
   const int64_t chunk_size = options.batch_size == 0 ? n : options.batch_size;
   const int64_t steps_per_epoch = (n + chunk_size - 1) / chunk_size;
@@ -55,38 +126,9 @@ RunResult train_node_classifier(DIFFormer& model, const data::NodeDataset& datas
   task.model = model.ptr().get();
   task.ema_model = evaluated.ptr().get();
   task.loss = [&](int64_t step, std::mt19937_64&, at::Generator& noise) {
-    torch::Tensor nodes, positions;  // the step's nodes, and the rows among them that are labelled
-    if (options.batch_size == 0) {
-      nodes = torch::arange(n);
-      positions = split.train;
-    } else {
-      const int64_t chunk = step % steps_per_epoch;
-      nodes = train::epoch_order(n, seed, step / steps_per_epoch)
-                  .narrow(0, chunk * chunk_size, std::min(chunk_size, n - chunk * chunk_size));
-      positions = is_train.index_select(0, nodes).nonzero().squeeze(1);
-    }
-    std::optional<GraphInput> subgraph;
-    if (uses_graph && options.batch_size != 0) {
-      const std::vector<int64_t> ids(nodes.data_ptr<int64_t>(), nodes.data_ptr<int64_t>() + nodes.numel());
-      subgraph.emplace(data::induced_subgraph(dataset.graph, ids));
-    }
-    const torch::Tensor logits =
-        options.batch_size == 0
-            ? model->forward(dataset.features, full_graph_input, &noise)
-            : model->forward(dataset.features.index_select(0, nodes),
-                             subgraph ? &*subgraph : nullptr, &noise);
-    // A chunk without labelled nodes contributes a zero (still differentiable) likelihood term.
-    torch::Tensor loss =
-        positions.numel() == 0
-            ? logits.sum() * 0.0
-            : torch::nll_loss(torch::log_softmax(logits.index_select(0, positions), 1),
-                              dataset.labels.index_select(0, nodes).index_select(0, positions));
-    if (options.weight_decay > 0) {
-      for (const torch::Tensor& parameter : model->parameters()) {
-        loss = loss + 0.5 * options.weight_decay * parameter.square().sum();
-      }
-    }
-    return loss;
+    return step_loss(model, dataset,
+                     step_nodes(step, n, options.batch_size, steps_per_epoch, split, is_train, seed),
+                     full_graph_input, options.weight_decay, noise);
   };
 
   // One full-graph evaluation per epoch: its validation accuracy selects the epoch, and the log
@@ -107,19 +149,7 @@ RunResult train_node_classifier(DIFFormer& model, const data::NodeDataset& datas
             {"train_accuracy", accuracy(logits, dataset.labels, split.train)},
             {"test_accuracy", accuracy(logits, dataset.labels, split.test)}};
   };
-  train::LoopOptions loop;
-  loop.steps = options.epochs * steps_per_epoch;
-  loop.learning_rate = options.learning_rate;
-  loop.weight_decay = 0;  // the penalty above is the paper's decay
-  loop.clip_norm = std::numeric_limits<double>::infinity();  // the paper does not clip
-  loop.ema_decay = 0;
-  loop.validate_every = steps_per_epoch;
-  loop.checkpoint_path = options.checkpoint_path;
-  if (!options.checkpoint_path.empty()) loop.checkpoint_every = steps_per_epoch;
-  loop.resume = options.resume;
-  loop.log_path = options.log_path;
-  loop.show_progress = options.show_progress;
-  loop.progress_label = options.label;
+  const train::LoopOptions loop = loop_options(options, steps_per_epoch);
   task.metadata = {{"kind", "difformer-run"},
                    {"epochs", options.epochs},
                    {"batch_size", options.batch_size},

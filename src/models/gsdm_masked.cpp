@@ -1,8 +1,10 @@
 // GSDM's masked (absorbing-state) process: training loss and samplers. A masked discrete variable
 // is an all-zero block of the flat state; continuous variables keep Gaussian noise under the same
 // time step, so one model handles graphs with both kinds.
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <tuple>
 #include <vector>
 
 #include <torch/torch.h>
@@ -192,6 +194,29 @@ torch::Tensor step_unmask(const torch::Tensor& masked, const Proposals& proposal
   return masked & (rank < (masked_now - keep_masked).unsqueeze(1));
 }
 
+bool has_group(const GsdmStructure& structure, bool discrete) {
+  return std::any_of(structure.groups.begin(), structure.groups.end(),
+                     [&](const ArityGroup& group) { return group.discrete == discrete; });
+}
+
+// The state sampling starts from: observed entries from `observed_values`, latent continuous ones
+// from `noise`, latent discrete variables masked (all-zero blocks); and which variables are masked.
+std::pair<torch::Tensor, torch::Tensor> starting_state(const GsdmStructure& structure,
+                                                       const torch::Tensor& observed_entries,
+                                                       const torch::Tensor& observed_nodes,
+                                                       const torch::Tensor& observed_values,
+                                                       const torch::Tensor& noise) {
+  torch::Tensor x = torch::where(observed_entries, observed_values, noise);
+  torch::Tensor masked = torch::zeros_like(observed_nodes);
+  for (const ArityGroup& group : structure.groups) {
+    if (!group.discrete) continue;
+    const torch::Tensor latent = ~observed_nodes.index_select(1, group.nodes);
+    masked = masked.index_copy(1, group.nodes, latent);
+    x = write_group(x, group, group_blocks(x, group) * (~latent).unsqueeze(-1).to(x.scalar_type()));
+  }
+  return {x, masked};
+}
+
 // Decided values as one-hot blocks (kept from `x` unless just decided), masked variables as zeros,
 // written into `next`.
 torch::Tensor write_discrete(const GsdmStructure& structure, torch::Tensor next, const torch::Tensor& x,
@@ -226,25 +251,21 @@ torch::Tensor sample_masked(const MaskedModelFn& model, const GsdmStructure& str
                                                        : Confidence::probability;
   const int64_t batch = observed_values.size(0);
   const torch::Tensor observed_entries = structure.layout.expand_node_mask(observed_nodes);
-  torch::Tensor x = torch::where(observed_entries, observed_values, noise);
-  // Latent discrete variables start masked (all-zero blocks).
-  torch::Tensor masked = torch::zeros_like(observed_nodes);
-  bool continuous = false, discrete = false;
-  for (const ArityGroup& group : structure.groups) {
-    continuous = continuous || !group.discrete;
-    discrete = discrete || group.discrete;
-    if (!group.discrete) continue;
-    const torch::Tensor latent = ~observed_nodes.index_select(1, group.nodes);
-    masked = masked.index_copy(1, group.nodes, latent);
-    x = write_group(x, group, group_blocks(x, group) * (~latent).unsqueeze(-1).to(x.scalar_type()));
-  }
+  torch::Tensor x, masked;  // not a structured binding: the lambdas below capture them
+  std::tie(x, masked) = starting_state(structure, observed_entries, observed_nodes, observed_values, noise);
+  const bool continuous = has_group(structure, false), discrete = has_group(structure, true);
   const torch::Tensor latent_nodes = masked.clone();  // latent discrete variables
   const torch::Tensor latent_discrete = latent_nodes.sum(1);  // (batch,)
   const int64_t most_latent = latent_discrete.max().item<int64_t>();
   const bool by_count = options.sampler == Sampler::adaptive && options.unmask_per_step > 0;
-  const int64_t steps =
+  const int64_t pass_steps =
       by_count ? std::max<int64_t>(1, (most_latent + options.unmask_per_step - 1) / options.unmask_per_step)
                : options.ddim_steps;
+  // Revision: past the pass that decides every variable, remasking goes on until the model doubts
+  // no decided value of an example (it is then settled and left alone), for as many steps again
+  // at most. Only where no continuous entry follows the step grid.
+  const bool revising = by_count && options.remask > 0 && !continuous;
+  const int64_t steps = revising ? 2 * pass_steps : pass_steps;
   const std::vector<int64_t> grid = diffusion::ddim_timesteps(schedule.steps(), std::min(steps, schedule.steps()));
   const auto long_options = torch::TensorOptions().dtype(torch::kLong).device(x.device());
   const auto alpha_at = [&](int64_t step) {
@@ -262,6 +283,7 @@ torch::Tensor sample_masked(const MaskedModelFn& model, const GsdmStructure& str
     const int64_t total = schedule.steps();
     return (time * total).ceil().sub(1).clamp(0, total - 1).to(torch::kLong);
   };
+  torch::Tensor settled = torch::zeros({batch}, observed_nodes.options());
   for (size_t i = 0; i < grid.size(); ++i) {
     const bool last = i + 1 == grid.size();
     const torch::Tensor t = network_time(grid[i]);
@@ -277,7 +299,13 @@ torch::Tensor sample_masked(const MaskedModelFn& model, const GsdmStructure& str
     if (discrete) {
       const bool remasking = options.remask > 0 && !last;
       const Proposals proposals = propose(structure, output, x, masked, options, confidence, remasking);
-      if (remasking) masked = remask_doubtful(masked, latent_nodes, proposals, options.remask);
+      if (remasking) {
+        masked = remask_doubtful(masked, latent_nodes & ~settled.unsqueeze(1), proposals, options.remask);
+      }
+      if (revising) {
+        settled = settled | ~masked.any(1);
+        if (settled.all().item<bool>()) break;
+      }
       const torch::Tensor unmask =
           last ? masked
                : step_unmask(masked, proposals, latent_discrete, options, by_count, alpha_at(grid[i]),

@@ -476,6 +476,52 @@ torch::Tensor TracformerImpl::forward_visible(const torch::Tensor& tokens,
   return head(h);
 }
 
+namespace {
+
+// decode_cached's index of cache columns for each layer l and position t: the prefix encoder's
+// keys (encoder_rows), and the decoder's cross-attention memory split into prefix positions
+// (decoder_prefix) and suffix ones (decoder_suffix, counted from T).
+struct CachedColumns {
+  std::vector<std::vector<torch::Tensor>> encoder_rows, decoder_prefix, decoder_suffix;
+};
+CachedColumns cached_columns(const std::vector<AttentionPattern>& prefix_patterns, int64_t T,
+                             torch::Device device) {
+  const auto L = static_cast<int64_t>(prefix_patterns.size());
+  const auto columns = [](const AttentionPattern& p, int64_t row) {
+    return std::vector<int64_t>(p.col_indices().begin() + p.row_offsets()[row],
+                                p.col_indices().begin() + p.row_offsets()[row + 1]);
+  };
+  CachedColumns c;
+  c.encoder_rows.resize(L), c.decoder_prefix.resize(L), c.decoder_suffix.resize(L);
+  for (int64_t l = 0; l < L; ++l) {
+    const AttentionPattern cross = decoder_union_pattern(T, L, l + 1);
+    for (int64_t t = 0; t < T; ++t) {
+      c.encoder_rows[l].push_back(torch::tensor(columns(prefix_patterns[l], t), torch::kLong).to(device));
+      std::vector<int64_t> before, after;
+      for (int64_t col : columns(cross, t)) (col < T ? before : after).push_back(col < T ? col : col - T);
+      c.decoder_prefix[l].push_back(torch::tensor(before, torch::kLong).to(device));
+      c.decoder_suffix[l].push_back(torch::tensor(after, torch::kLong).to(device));
+    }
+  }
+  return c;
+}
+
+KeyValue zero_cache(at::IntArrayRef sizes, const torch::TensorOptions& options) {
+  return KeyValue{torch::zeros(sizes, options), torch::zeros(sizes, options)};
+}
+
+KeyValue select_columns(const KeyValue& kv, const torch::Tensor& columns) {
+  return KeyValue{kv.keys.index_select(2, columns), kv.values.index_select(2, columns)};
+}
+
+// One position's keys and values (position 0 of `kv`) into the cache at t.
+void store_position(KeyValue& cache, const KeyValue& kv, int64_t t) {
+  cache.keys.select(2, t).copy_(kv.keys.select(2, 0));
+  cache.values.select(2, t).copy_(kv.values.select(2, 0));
+}
+
+}  // namespace
+
 torch::Tensor TracformerImpl::decode_cached(
     const torch::Tensor& tokens, const torch::Tensor& given,
     const std::function<torch::Tensor(int64_t t, const torch::Tensor& logits)>& choose) {
@@ -512,36 +558,15 @@ torch::Tensor TracformerImpl::decode_cached(
   }
   // Prefix caches, filled one position at a time: each encoder layer's self-attention keys and
   // values, and each decoder layer's cross-attention keys and values of its encoder layer.
-  auto empty_cache = [&] {
-    return KeyValue{torch::zeros({batch, heads, T, head_dim}, on_device),
-                    torch::zeros({batch, heads, T, head_dim}, on_device)};
-  };
   std::vector<KeyValue> encoder_cache(L), prefix_memory(L);
-  std::vector<std::vector<torch::Tensor>> encoder_rows(L), decoder_prefix(L), decoder_suffix(L);
+  std::vector<AttentionPattern> prefix_patterns;
   for (int64_t l = 0; l < L; ++l) {
-    encoder_cache[l] = empty_cache();
-    prefix_memory[l] = empty_cache();
-    const AttentionPattern prefix = encoder_pattern(T, l + 1, patterns::Direction::prefix);
-    const AttentionPattern cross = decoder_union_pattern(T, L, l + 1);
-    for (int64_t t = 0; t < T; ++t) {
-      auto columns = [](const AttentionPattern& p, int64_t row) {
-        return std::vector<int64_t>(p.col_indices().begin() + p.row_offsets()[row],
-                                    p.col_indices().begin() + p.row_offsets()[row + 1]);
-      };
-      encoder_rows[l].push_back(torch::tensor(columns(prefix, t), torch::kLong).to(tokens.device()));
-      std::vector<int64_t> before, after;
-      for (int64_t c : columns(cross, t)) (c < T ? before : after).push_back(c < T ? c : c - T);
-      decoder_prefix[l].push_back(torch::tensor(before, torch::kLong).to(tokens.device()));
-      decoder_suffix[l].push_back(torch::tensor(after, torch::kLong).to(tokens.device()));
-    }
+    encoder_cache[l] = zero_cache({batch, heads, T, head_dim}, on_device);
+    prefix_memory[l] = zero_cache({batch, heads, T, head_dim}, on_device);
+    prefix_patterns.push_back(encoder_pattern(T, l + 1, patterns::Direction::prefix));
   }
-  auto select = [](const KeyValue& kv, const torch::Tensor& columns) {
-    return KeyValue{kv.keys.index_select(2, columns), kv.values.index_select(2, columns)};
-  };
-  auto store = [](KeyValue& cache, const KeyValue& kv, int64_t t) {
-    cache.keys.select(2, t).copy_(kv.keys.select(2, 0));
-    cache.values.select(2, t).copy_(kv.values.select(2, 0));
-  };
+  const auto [encoder_rows, decoder_prefix, decoder_suffix] =
+      cached_columns(prefix_patterns, T, tokens.device());
 
   const torch::Tensor hidden = given.logical_not();
   for (int64_t t = 0; t < T; ++t) {
@@ -550,8 +575,8 @@ torch::Tensor TracformerImpl::decode_cached(
     if (rows.any().item<bool>()) {
       torch::Tensor h = torch::zeros({batch, 1, config_.d_model}, on_device);
       for (int64_t l = 0; l < L; ++l) {
-        const KeyValue before = select(prefix_memory[l], decoder_prefix[l][t]);
-        const KeyValue after = select(suffix_memory[l], decoder_suffix[l][t]);
+        const KeyValue before = select_columns(prefix_memory[l], decoder_prefix[l][t]);
+        const KeyValue after = select_columns(suffix_memory[l], decoder_suffix[l][t]);
         const KeyValue memory{torch::cat({before.keys, after.keys}, 2),
                               torch::cat({before.values, after.values}, 2)};
         h = block(decoder_, l)->forward_cached(h, position, nullptr, &memory);
@@ -563,13 +588,13 @@ torch::Tensor TracformerImpl::decode_cached(
     torch::Tensor x = embedding_(out.select(1, t).unsqueeze(1));  // (B, 1, d)
     std::vector<torch::Tensor> outputs;
     for (int64_t l = 0; l < L; ++l) {
-      store(encoder_cache[l], block(encoder_, l)->self_key_value(x, position), t);
-      const KeyValue keys = select(encoder_cache[l], encoder_rows[l][t]);
+      store_position(encoder_cache[l], block(encoder_, l)->self_key_value(x, position), t);
+      const KeyValue keys = select_columns(encoder_cache[l], encoder_rows[l][t]);
       x = block(encoder_, l)->forward_cached(x, position, &keys, nullptr);
       outputs.push_back(x);
     }
     for (int64_t l = 0; l < L; ++l) {
-      store(prefix_memory[l], block(decoder_, l)->memory_key_value(outputs[L - 1 - l], position),
+      store_position(prefix_memory[l], block(decoder_, l)->memory_key_value(outputs[L - 1 - l], position),
             t);
     }
   }
