@@ -20,7 +20,7 @@ struct SolveCommand {
   std::string puzzle;
   std::string file;
   // With these the Gaussian 9x9 model solves 298 of 300 unique puzzles with 26-45 givens (about
-  // 6 s for one it cannot solve, 2 threads), the shipped masked one 291 (docs/results/gsdm-sudoku.md).
+  // 6 s for one it cannot solve, 2 threads), the shipped masked one 295 (docs/results/gsdm-sudoku.md).
   int64_t samples = 64;
   SamplingOptions sampling;
 };
