@@ -21,9 +21,8 @@ struct TrainingStepTiming {
 // which builds the patterns.
 TrainingStepTiming training_step(const Config& config, int64_t batch, int64_t steps, uint64_t seed);
 
-// Median milliseconds of CAR-filling the middle half of `sequences` random sequences of
-// config.block_size tokens at once, with the KV cache or by re-encoding.
-double infill_ms(const Config& config, int64_t sequences, bool cache, uint64_t seed,
-                 double budget_seconds);
+// Median milliseconds of `model` CAR-filling the middle half of `sequences` random sequences of
+// its block size at once, with the KV cache or by re-encoding.
+double infill_ms(Tracformer& model, int64_t sequences, bool cache, uint64_t seed, double budget_seconds);
 
 }  // namespace structdiff::tracformer

@@ -65,10 +65,8 @@ TrainingStepTiming training_step(const Config& config, int64_t batch, int64_t st
   return {seconds[seconds.size() / 2], model->non_embedding_parameters()};
 }
 
-double infill_ms(const Config& config, int64_t sequences, bool cache, uint64_t seed,
-                 double budget_seconds) {
-  const int64_t T = config.block_size;
-  Tracformer model(config);
+double infill_ms(Tracformer& model, int64_t sequences, bool cache, uint64_t seed, double budget_seconds) {
+  const int64_t T = model->config().block_size;
   const torch::Tensor tokens = random::integers(0, 62, {sequences, T},
                                                 at::make_generator<at::CPUGeneratorImpl>(seed), torch::kLong);
   torch::Tensor given = torch::ones({sequences, T}, torch::kBool);
