@@ -1092,7 +1092,7 @@ TEST(Cli, TracformerBadInputIsNamed) {
       {train + " --text " + empty, "is empty"},
       {train + " --text " + binary, "is not UTF-8 text (byte 0x00 at offset 2)"},
       {plain + " --heads 3", "multiple of heads"},
-      {train + " --text " + text + " --architecture gpt", "accepted: tracformer"},
+      {train + " --text " + text + " --architecture gpt", "(choose tracformer, tracformer-dense-encoder"},
       {train + " --text " + text + " --attention favor-softmax", "cannot be restricted to a pattern"},
       {train + " --text " + text + " --mask-ratio 0", "--mask-ratio: must be in (0, 1], got 0"},
       {plain + " --span-mean 0.5", "--span-mean: must be >= 1, got 0.5"},

@@ -14,6 +14,7 @@
 
 #include "structdiff/datasets.h"
 #include "structdiff/ddpm_runs.h"
+#include "structdiff/loop_options.h"
 #include "structdiff/unet.h"
 #include "support/data.h"
 #include "support/expect_throw.h"

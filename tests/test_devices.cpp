@@ -17,7 +17,7 @@
 #include "structdiff/sudoku_model.h"
 #include "structdiff/tracformer.h"
 #include "structdiff/tracformer_training.h"
-#include "structdiff/train.h"
+#include "structdiff/checkpoint.h"
 #include "support/expect_throw.h"
 #include "support/gpu.h"
 #include "support/modules.h"

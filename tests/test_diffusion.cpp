@@ -73,7 +73,7 @@ TEST(Schedule, ParsesNames) {
   EXPECT_EQ(parse_schedule("linear"), ScheduleKind::linear);
   EXPECT_EQ(parse_schedule("cosine"), ScheduleKind::cosine);
   EXPECT_THROW_WITH(parse_schedule("quadratic"), std::invalid_argument,
-                    "unknown noise schedule 'quadratic'; valid: linear, cosine");
+                    "unknown noise schedule 'quadratic' (choose linear or cosine)");
 }
 
 TEST(Schedule, LinearTables) {

@@ -10,7 +10,8 @@
 #include "structdiff/gsdm.h"
 #include "structdiff/gsdm_training.h"
 #include "structdiff/sudoku_model.h"
-#include "structdiff/train.h"
+#include "structdiff/sudoku_runs.h"
+#include "structdiff/training_loop.h"
 #include "structdiff/sinusoidal.h"
 #include "support/gradcheck.h"
 #include "support/temporary_files.h"
@@ -131,7 +132,7 @@ TEST(Gsdm, UnscaledAttentionIsScaledAttentionWithLargerQueries) {
   }
   EXPECT_FALSE(torch::allclose(scaled->forward(x, t, observed), b, 1e-4, 1e-5));
   EXPECT_THROW_WITH(parse_attention_scaling("sqrt"), std::invalid_argument,
-                    "unknown attention scaling 'sqrt' (known: inverse-sqrt-dim, none)");
+                    "unknown attention scaling 'sqrt' (choose inverse-sqrt-dim or none)");
 }
 
 // Without the output norm the last attention block feeds the output projections, as in the
@@ -266,6 +267,43 @@ TEST(Gsdm, ObservedValuesAreClampedAtEveryStep) {
   for (int c = 0; c < 16; ++c) {
     if (puzzle.cells[c] != sudoku::kBlank) EXPECT_EQ(sample.cells[c], puzzle.cells[c]);
   }
+}
+
+// The evaluation's settings, in their order, each reported as it is measured, and the same
+// puzzles and samples again for the same seed.
+TEST(Gsdm, SudokuEvaluationScoresEachSettingInOrderAndRepeatsPerSeed) {
+  torch::manual_seed(7);
+  const sudoku::TrainedModel trained = sudoku::build_model(sudoku::model_metadata(
+      2, sudoku::GridFamily::broad, small_config(), diffusion::ScheduleConfig{}));
+  sudoku::EvalRequest request;
+  request.count = 2;
+  request.diversity_samples = 3;
+  request.seed = 5;
+  request.sampling.ddim_steps = 3;
+  std::vector<std::string> reported;
+  int64_t diversity_calls = 0;
+  request.on_setting = [&](const std::string& setting, const sudoku::Accuracy& accuracy) {
+    reported.push_back(setting);
+    EXPECT_EQ(accuracy.puzzles, 2);
+  };
+  request.on_diversity = [&](const sudoku::Diversity& diversity) {
+    ++diversity_calls;
+    EXPECT_EQ(diversity.samples, 3);
+  };
+  auto run = [&] {
+    request.sampling.generator = at::make_generator<at::CPUGeneratorImpl>(request.seed);
+    nlohmann::json rows = sudoku::evaluate_settings(trained, request).rows;
+    for (auto& row : rows) row.erase("seconds_per_puzzle");
+    return rows;
+  };
+  const nlohmann::json first = run();
+  // A 4 x 4 model has no 16-given or unique-solution settings.
+  EXPECT_EQ(reported, (std::vector<std::string>{"observed 0 (unconditional)", "observed 20%",
+                                                "observed 50%", "observed 80%"}));
+  EXPECT_EQ(diversity_calls, 1);
+  ASSERT_EQ(first.size(), 5u);
+  EXPECT_EQ(first[4]["setting"], "diversity");
+  EXPECT_EQ(run(), first);
 }
 
 // Drawing until valid: a solved puzzle needs one sample, a contradictory one takes all K (in

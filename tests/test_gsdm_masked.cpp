@@ -54,7 +54,7 @@ TEST(MaskSchedule, TimeOfAlphaInvertsAlpha) {
                                 1e-9, 1e-7));
   }
   EXPECT_THROW_WITH(diffusion::parse_mask_schedule("sqrt"), std::invalid_argument,
-                    "unknown mask schedule 'sqrt' (known: linear, cosine)");
+                    "unknown mask schedule 'sqrt' (choose linear or cosine)");
 }
 
 // n independent uniform K-way variables: a model that predicts the true distribution (uniform
@@ -373,7 +373,7 @@ TEST(MaskedProcess, TheModelFileRecordsTheProcess) {
   nlohmann::json bad = nlohmann::json(config);
   bad["process"] = "absorbing";
   EXPECT_THROW_WITH(bad.get<GsdmConfig>(), std::invalid_argument,
-                    "unknown diffusion process 'absorbing' (known: gaussian, masked)");
+                    "unknown diffusion process 'absorbing' (choose gaussian or masked)");
 }
 
 }  // namespace

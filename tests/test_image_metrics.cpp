@@ -9,10 +9,11 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "structdiff/classifier_runs.h"
 #include "structdiff/datasets.h"
 #include "structdiff/image_metrics.h"
 #include "structdiff/images.h"
-#include "structdiff/train.h"
+#include "structdiff/checkpoint.h"
 #include "support/expect_throw.h"
 #include "support/temporary_files.h"
 
@@ -167,6 +168,29 @@ TEST_F(FashionSubset, HalfThenResumeEqualsStraightRunBitForBit) {
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_TRUE(torch::equal(expected[i], actual[i])) << "parameter " << i;
   }
+}
+
+// The evaluation of a classifier file scores the dataset it records (or the one asked for) and
+// refuses a file that records none when none is asked for.
+TEST_F(FashionSubset, EvaluatesAClassifierFileOnItsDataset) {
+  const TemporaryDirectory directory;
+  const std::string path = directory.file("classifier.pt");
+  Classifier model;
+  save_classifier(path, model, {{"dataset", "fashion-mnist"}});
+  ClassifierEvalRequest request;
+  request.model_path = path;
+  const ClassifierEvalReport report = evaluate_classifier_file(request);
+  EXPECT_EQ(report.trained_on, "fashion-mnist");
+  EXPECT_EQ(report.dataset, "fashion-mnist");
+  EXPECT_EQ(report.test_images, 10000);
+  EXPECT_EQ(report.floor_train_images, 10000);
+  EXPECT_NEAR(report.test_accuracy, classifier_accuracy(model, test_), 1e-12);
+  EXPECT_GE(report.frechet_floor, 0);
+  EXPECT_EQ(report.json()["frechet_train_vs_test"], report.frechet_floor);
+
+  save_classifier(path, model, nlohmann::json::object());
+  EXPECT_THROW_WITH(evaluate_classifier_file(request), std::invalid_argument,
+                    path + " does not record its dataset: give --dataset");
 }
 
 TEST(Classifier, CheckpointRoundTrip) {

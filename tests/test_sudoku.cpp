@@ -166,7 +166,7 @@ TEST(Sudoku, GridFamilyNamesRoundTripAndUnknownOnesAreRejected) {
     EXPECT_EQ(parse_grid_family(grid_family_name(family)), family);
   }
   EXPECT_THROW_WITH(parse_grid_family("uniform"), std::invalid_argument,
-                    "unknown grid family 'uniform' (expected broad or pattern)");
+                    "unknown grid family 'uniform' (choose broad or pattern)");
 }
 
 TEST(Sudoku, RejectsUnsupportedSizes) {

@@ -171,7 +171,7 @@ TEST(SpanMask, BadSettingsNameTheField) {
                     std::invalid_argument, "span mean");
   EXPECT_THROW_WITH(span_mask(0, {}, rng), std::invalid_argument, "at least one position");
   EXPECT_THROW_WITH(parse_span_distribution("poisson"), std::invalid_argument,
-                    "accepted: geometric, logistic");
+                    "(choose geometric or logistic)");
 }
 
 }  // namespace

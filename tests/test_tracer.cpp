@@ -527,7 +527,7 @@ TEST(MaskRules, NamesParseBothWays) {
     EXPECT_EQ(parse_mask_rule(mask_rule_name(r)), r);
   }
   EXPECT_THROW_WITH(parse_mask_rule("symmetric"), std::invalid_argument,
-                    "unknown mask rule 'symmetric'; use standard, non-symmetrised or random");
+                    "unknown mask rule 'symmetric' (choose standard, non-symmetrised or random)");
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "structdiff/rope.h"
 #include "structdiff/tracformer_runs.h"
+#include "structdiff/training_loop.h"
 #include "support/expect_throw.h"
 #include "support/gradcheck.h"
 #include "support/modules.h"
@@ -142,7 +143,8 @@ TEST(TracformerConfig, BadConfigurationsNameTheField) {
   config = tiny(Architecture::tracformer);
   config.dropout = 1.0;
   EXPECT_THROW_WITH(Tracformer{config}, std::invalid_argument, "dropout must be in [0, 1)");
-  EXPECT_THROW_WITH(parse_architecture("gpt"), std::invalid_argument, "accepted: tracformer");
+  EXPECT_THROW_WITH(parse_architecture("gpt"), std::invalid_argument,
+                    "unknown architecture 'gpt' (choose tracformer, tracformer-dense-encoder, bart, bert or ar)");
 }
 
 TEST(TracformerConfig, JsonRoundTrip) {

@@ -14,7 +14,14 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
-#include "structdiff/train.h"
+#include "structdiff/checkpoint.h"
+#include "structdiff/ema.h"
+#include "structdiff/enum_names.h"
+#include "structdiff/jsonl_log.h"
+#include "structdiff/loop_options.h"
+#include "structdiff/optimizer.h"
+#include "structdiff/progress.h"
+#include "support/expect_throw.h"
 #include "support/gradcheck.h"
 #include "support/temporary_files.h"
 
@@ -515,5 +522,24 @@ TEST(ProgressBar, FormatsDurations) {
   EXPECT_EQ(format_duration(-1), "--");
 }
 
+// Every enum's names come from one table: parse and name are inverse, and a name outside the
+// table gets the one wording, printable on one line.
+TEST(EnumNames, ParseNameChoicesAndTheOneWording) {
+  EXPECT_EQ(parse_learning_rate_decay("constant"), LearningRateDecay::constant);
+  EXPECT_EQ(parse_learning_rate_decay("cosine"), LearningRateDecay::cosine);
+  enum class Colour { red, green, blue };
+  const auto names = enum_names<Colour>(
+      "colour", {{Colour::red, "red"}, {Colour::green, "green"}, {Colour::blue, "blue"}});
+  EXPECT_EQ(names.parse("green"), Colour::green);
+  EXPECT_STREQ(names.name(Colour::blue), "blue");
+  EXPECT_EQ(names.choices(), (std::vector<std::string>{"red", "green", "blue"}));
+  EXPECT_THROW_WITH(names.parse("Red"), std::invalid_argument,
+                    "unknown colour 'Red' (choose red, green or blue)");
+  EXPECT_THROW_WITH(names.parse("a\nb"), std::invalid_argument, "unknown colour 'a\\x0Ab'");
+  EXPECT_THROW_WITH(parse_learning_rate_decay("linear"), std::invalid_argument,
+                    "unknown learning-rate decay 'linear' (choose constant or cosine)");
+}
+
 }  // namespace
 }  // namespace structdiff::train
+

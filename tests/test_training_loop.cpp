@@ -16,7 +16,9 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
-#include "structdiff/train.h"
+#include "structdiff/best_weights.h"
+#include "structdiff/checkpoint.h"
+#include "structdiff/model_file.h"
 #include "support/expect_throw.h"
 #include "support/temporary_files.h"
 

@@ -4,7 +4,9 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
+#include "structdiff/loop_options.h"
 #include "structdiff/unn_runs.h"
 #include "support/expect_throw.h"
 #include "support/temporary_files.h"

@@ -18,7 +18,7 @@
 #include <torch/types.h>
 
 #include "structdiff/number_sequences.h"
-#include "structdiff/train.h"
+#include "structdiff/loop_options.h"
 #include "structdiff/unn.h"
 
 namespace structdiff::unn {

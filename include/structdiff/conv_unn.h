@@ -17,7 +17,7 @@
 #include <torch/types.h>
 
 #include "structdiff/images.h"
-#include "structdiff/train.h"
+#include "structdiff/loop_options.h"
 #include "structdiff/unn.h"
 
 namespace structdiff::unn {

@@ -10,7 +10,7 @@
 #include <torch/types.h>
 
 #include "structdiff/diffusion.h"
-#include "structdiff/train.h"
+#include "structdiff/loop_options.h"
 #include "structdiff/unet.h"
 
 namespace structdiff::ddpm {

@@ -10,6 +10,7 @@
 #include <torch/types.h>
 
 #include "structdiff/ddpm.h"
+#include "structdiff/loop_options.h"
 #include "structdiff/unet.h"
 
 namespace structdiff::ddpm {

@@ -9,7 +9,6 @@
 
 #include "structdiff/datasets.h"
 #include "structdiff/difformer.h"
-#include "structdiff/train.h"
 
 namespace structdiff::difformer {
 

@@ -15,6 +15,7 @@ namespace structdiff::diffusion {
 
 enum class ScheduleKind { linear, cosine };
 ScheduleKind parse_schedule(const std::string& name);  // "linear" | "cosine"
+std::vector<std::string> schedule_names();
 
 struct ScheduleConfig {
   ScheduleKind kind = ScheduleKind::linear;

@@ -62,6 +62,7 @@ struct MaskOptions {
   uint64_t seed = 1;  // random: the draw (fixed per model, so a model file rebuilds its mask)
 };
 MaskRule parse_mask_rule(const std::string& name);  // "standard" | "non-symmetrised" | "random"
+std::vector<std::string> mask_rule_names();
 std::string mask_rule_name(MaskRule rule);
 
 class GraphicalModel {

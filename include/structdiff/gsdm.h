@@ -66,12 +66,17 @@ struct GsdmConfig {
 void to_json(nlohmann::json& j, const GsdmConfig& config);
 void from_json(const nlohmann::json& j, GsdmConfig& config);
 EmbeddingKind parse_embedding(const std::string& name);  // "IE" | "AE" | "EE"
+std::vector<std::string> embedding_names();  // the names each parse_X accepts, in order
 NormKind parse_norm(const std::string& name);            // "token" | "group"
+std::vector<std::string> norm_names();
 Scaling parse_attention_scaling(const std::string& name);  // "inverse-sqrt-dim" | "none"
+std::vector<std::string> attention_scaling_names();
 std::string attention_scaling_name(Scaling scaling);
 DiffusionProcess parse_process(const std::string& name);  // "gaussian" | "masked"
+std::vector<std::string> process_names();
 std::string process_name(DiffusionProcess process);
 MaskedLoss parse_masked_loss(const std::string& name);  // "elbo" | "unweighted"
+std::vector<std::string> masked_loss_names();
 std::string masked_loss_name(MaskedLoss loss);
 
 // Where each node's values sit in the flat state.
@@ -200,6 +205,7 @@ torch::Tensor encode_state(const StateLayout& layout, const graph::GraphicalMode
 // of. model_default: ddim for a Gaussian model, adaptive for a masked one.
 enum class Sampler { model_default, ancestral, ddim, adaptive };
 Sampler parse_sampler(const std::string& name);  // "" (model_default) | "ancestral" | "ddim" | "adaptive"
+std::vector<std::string> sampler_names();  // without ""
 std::string sampler_name(Sampler sampler);
 // The adaptive sampler's confidence in a variable: the probability of the value it takes, or its
 // margin over the most probable other value (at temperature 0 the top-two margin; negative for a
@@ -210,6 +216,7 @@ std::string sampler_name(Sampler sampler);
 enum class Confidence { by_temperature, probability, margin };
 // "" (by_temperature) | "probability" | "margin"
 Confidence parse_confidence(const std::string& name);
+std::vector<std::string> confidence_names();  // without ""
 
 struct SampleOptions {
   Sampler sampler = Sampler::model_default;

@@ -20,6 +20,7 @@
 #include "structdiff/graph.h"
 #include "structdiff/gsdm.h"
 #include "structdiff/gsdm_training.h"
+#include "structdiff/loop_options.h"
 #include "structdiff/ranks.h"
 #include "structdiff/tracer.h"
 

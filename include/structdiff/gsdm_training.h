@@ -12,7 +12,7 @@
 
 #include "structdiff/diffusion.h"
 #include "structdiff/gsdm.h"
-#include "structdiff/train.h"
+#include "structdiff/training_loop.h"
 
 namespace structdiff::gsdm {
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <torch/types.h>
 
@@ -11,6 +12,7 @@ namespace structdiff::diffusion {
 
 enum class MaskScheduleKind { linear, cosine };  // alpha = 1 - t | alpha = cos(pi t / 2)
 MaskScheduleKind parse_mask_schedule(const std::string& name);  // "linear" | "cosine"
+std::vector<std::string> mask_schedule_names();
 std::string mask_schedule_name(MaskScheduleKind kind);
 
 // alpha(t), elementwise; t in [0, 1].

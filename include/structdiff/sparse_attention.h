@@ -1,6 +1,6 @@
-// The fused sparse attention kernels as plain functions of raw CSR tensors, without autograd:
-// what structdiff::sparse_attention differentiates, and what the PyTorch operators
-// (src/ops/torch_ops.cpp) register. Layouts as PatternBatch's: row_offsets (P, num_queries + 1)
+// The fused sparse attention kernels as functions of raw CSR tensors: the forward and backward
+// passes without autograd, and the one autograd wiring of them (sparse_attention_csr), which
+// structdiff::sparse_attention and the PyTorch operator (src/ops/torch_ops.cpp) both use. Layouts as PatternBatch's: row_offsets (P, num_queries + 1)
 // int64, absolute into col_indices, P = 1 (shared) or the batch; on the inputs' device.
 #pragma once
 
@@ -45,5 +45,11 @@ SparseAttentionGradients sparse_attention_backward(
     const torch::Tensor& v, const torch::Tensor& out, const torch::Tensor& logsumexp,
     const torch::Tensor& row_offsets, const torch::Tensor& col_indices,
     const torch::Tensor& key_offsets, const torch::Tensor& key_queries, double scale);
+
+// sparse_attention_forward, differentiable in Q, K and V (the backward pass above). The caller
+// has checked the inputs (check_qkv, check_csr).
+torch::Tensor sparse_attention_csr(const torch::Tensor& q, const torch::Tensor& k,
+                                   const torch::Tensor& v, const torch::Tensor& row_offsets,
+                                   const torch::Tensor& col_indices, double scale);
 
 }  // namespace structdiff

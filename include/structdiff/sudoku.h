@@ -32,6 +32,7 @@ enum class GridFamily {
   pattern,
 };
 GridFamily parse_grid_family(const std::string& name);  // "broad" or "pattern"
+std::vector<std::string> grid_family_names();
 std::string grid_family_name(GridFamily family);
 
 // A random complete grid of `family`.

@@ -43,6 +43,7 @@ enum class Architecture {
   ar,    // left-to-right causal transformer (next-token objective)
 };
 Architecture parse_architecture(const std::string& name);  // "tracformer", "bart", ...
+std::vector<std::string> architecture_names();
 // Tracformer and its dense-encoder ablation: prefix and suffix encoders, a KV cache.
 bool has_prefix_encoder(Architecture architecture);
 std::string architecture_name(Architecture architecture);

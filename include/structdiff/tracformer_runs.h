@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/types.h>
 
+#include "structdiff/loop_options.h"
 #include "structdiff/tracformer_training.h"
 
 namespace structdiff::tracformer {

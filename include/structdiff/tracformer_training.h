@@ -11,7 +11,7 @@
 
 #include "structdiff/text_data.h"
 #include "structdiff/tracformer.h"
-#include "structdiff/train.h"
+#include "structdiff/training_loop.h"
 
 namespace structdiff::tracformer {
 

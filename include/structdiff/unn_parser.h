@@ -21,7 +21,7 @@
 #include <torch/types.h>
 
 #include "structdiff/dependency_tree.h"
-#include "structdiff/train.h"
+#include "structdiff/loop_options.h"
 #include "structdiff/treebank.h"
 #include "structdiff/unn.h"
 

@@ -14,7 +14,7 @@
 
 #include "structdiff/attention_unn.h"
 #include "structdiff/conv_unn.h"
-#include "structdiff/loop_choices.h"
+#include "structdiff/loop_options.h"
 
 namespace structdiff::unn {
 

@@ -1,6 +1,7 @@
 // The fused neighbour-list kernels: on raw CSR tensors, and differentiable over a PatternBatch.
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -257,6 +258,48 @@ SparseAttentionGradients sparse_attention_backward(
                              key_offsets, key_queries, torch::Tensor(), scale, {});
 }
 
+namespace {
+
+// Throws std::invalid_argument unless sparse attention has kernels for the inputs' device.
+void check_kernel_device(const torch::Tensor& q) {
+  if (q.is_cuda() && !kernels::cuda_kernels_built()) {
+    throw std::invalid_argument(
+        "sparse attention on " + q.device().str() +
+        " needs the CUDA kernels, which this build lacks (use dense or gather, or build against "
+        "a CUDA libtorch with nvcc on the PATH)");
+  }
+  if (!q.is_cuda() && !q.device().is_cpu()) {
+    throw std::invalid_argument("sparse attention has CPU and CUDA kernels only, not " +
+                                q.device().str() + "; use dense or gather there");
+  }
+}
+
+bool needs_gradient(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+  return torch::GradMode::is_enabled() &&
+         (q.requires_grad() || k.requires_grad() || v.requires_grad());
+}
+
+}  // namespace
+
+torch::Tensor sparse_attention_csr(const torch::Tensor& q, const torch::Tensor& k,
+                                   const torch::Tensor& v, const torch::Tensor& row_offsets,
+                                   const torch::Tensor& col_indices, double scale) {
+  check_kernel_device(q);
+  // The CPU backward needs no transposed pattern, the CUDA one no tiles; libtorch 1.13's
+  // Function::apply takes defined tensors only.
+  const torch::Tensor unused = torch::empty({0}, torch::kLong);
+  torch::Tensor key_offsets = unused, key_queries = unused;
+  if (q.is_cuda()) {
+    std::tie(key_offsets, key_queries) =
+        transpose_csr(row_offsets, col_indices, q.size(2), k.size(2));
+    key_offsets = key_offsets.to(q.device());
+    key_queries = key_queries.to(q.device());
+  }
+  return SparseAttentionFunction::apply(q, k, v, row_offsets, col_indices, key_offsets,
+                                        key_queries, unused, unused, scale,
+                                        needs_gradient(q, k, v))[0];
+}
+
 torch::Tensor sparse_attention(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, const PatternBatch& pattern,
                                Scaling scaling) {
@@ -267,33 +310,20 @@ torch::Tensor sparse_attention(const torch::Tensor& q, const torch::Tensor& k,
                                 std::to_string(v.size(3)) + ") equal to Q's (" +
                                 std::to_string(q.size(3)) + ")");
   }
+  check_kernel_device(q);
   const double scale = scale_factor(scaling, q.size(3));
-  const bool needs_gradient = torch::GradMode::is_enabled() &&
-                              (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  const torch::Tensor unused = torch::empty({0}, torch::kLong);
   if (q.is_cuda()) {
-    if (!kernels::cuda_kernels_built()) {
-      throw std::invalid_argument(
-          "sparse attention on " + q.device().str() +
-          " needs the CUDA kernels, which this build lacks (use dense or gather, or build against "
-          "a CUDA libtorch with nvcc on the PATH)");
-    }
     const torch::Device device = q.device();
-    const torch::Tensor unused = torch::empty({0}, torch::kLong);
     return SparseAttentionFunction::apply(q, k, v, pattern.row_offsets(device),
                                           pattern.col_indices(device), pattern.key_offsets(device),
                                           pattern.key_queries(device), unused, unused, scale,
-                                          needs_gradient)[0];
+                                          needs_gradient(q, k, v))[0];
   }
-  if (!q.device().is_cpu()) {
-    throw std::invalid_argument("sparse attention has CPU and CUDA kernels only, not " +
-                                q.device().str() + "; use dense or gather there");
-  }
-  // The CPU backward needs no transposed pattern, the CUDA kernels no tiles; libtorch 1.13's
-  // Function::apply takes defined tensors only.
-  const torch::Tensor unused = torch::empty({0}, torch::kLong);
+  // On the CPU the pattern's dense tiles go to the kernels too.
   return SparseAttentionFunction::apply(q, k, v, pattern.row_offsets(), pattern.col_indices(),
                                         unused, unused, pattern.tile_index(),
-                                        pattern.tile_owned(), scale, needs_gradient)[0];
+                                        pattern.tile_owned(), scale, needs_gradient(q, k, v))[0];
 }
 
 }  // namespace structdiff

@@ -14,7 +14,7 @@
 #include "structdiff/ddpm.h"
 #include "structdiff/random.h"
 #include "structdiff/runtime.h"
-#include "structdiff/train.h"
+#include "structdiff/training_loop.h"
 
 namespace structdiff::cli {
 namespace {

@@ -13,7 +13,7 @@
 #include "structdiff/gsdm_problems.h"
 #include "structdiff/runtime.h"
 #include "structdiff/timing.h"
-#include "structdiff/train.h"
+#include "structdiff/training_loop.h"
 
 namespace structdiff::cli {
 namespace {

@@ -11,6 +11,7 @@
 #include "cli/command.h"
 #include "structdiff/runtime.h"
 #include "structdiff/timing.h"
+#include "structdiff/tracformer.h"
 #include "structdiff/tracformer_bench.h"
 
 namespace structdiff::cli {
@@ -151,7 +152,7 @@ void register_bench_tracformer(CLI::App& bench, const GlobalOptions& global, Act
       ->capture_default_str();
   cmd->add_option("--batch", o->batch, "Training batch")->check(positive())->capture_default_str();
   cmd->add_option("--architectures", o->architectures, "Architectures to train")
-      ->check(CLI::IsMember({"tracformer", "tracformer-dense-encoder", "bart", "bert", "ar"}))
+      ->check(CLI::IsMember(tracformer::architecture_names()))
       ->capture_default_str();
   cmd->add_option("--block-size", o->block_size, "Training and sampling length")
       ->check(positive())

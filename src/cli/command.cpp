@@ -1,5 +1,8 @@
 #include "cli/command.h"
 #include "cli/output_policy.h"
+#include "structdiff/loop_options.h"
+#include "structdiff/model_file.h"
+#include "structdiff/ranks.h"
 #include "structdiff/runtime.h"
 
 #include <unistd.h>
@@ -14,6 +17,8 @@
 #include <vector>
 
 namespace structdiff::cli {
+
+bool GlobalOptions::writes_outputs() const { return !ranks || ranks->is_root(); }
 
 void print_training_summary(const train::LoopResult& result, const std::string& model_path) {
   char communication[64] = "";
@@ -52,7 +57,7 @@ void add_training_loop_options(CLI::App& command, train::LoopOptions& options,
              "--lr-decay",
              [&options](const std::string& name) { options.decay = train::parse_learning_rate_decay(name); },
              "constant or cosine (to zero at --train-steps; follows the step, so resuming keeps it)")
-      ->check(CLI::IsMember({"constant", "cosine"}))
+      ->check(CLI::IsMember(train::learning_rate_decay_names()))
       ->default_str(options.decay == train::LearningRateDecay::cosine ? "cosine" : "constant");
   command.add_option("--warmup", options.warmup_steps, "Linear learning-rate warm-up steps")
       ->capture_default_str();

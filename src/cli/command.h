@@ -9,7 +9,8 @@
 #include <torch/types.h>
 
 #include "cli/value_domains.h"
-#include "structdiff/loop_choices.h"
+#include "structdiff/loop_options.h"
+#include "structdiff/model_file.h"
 
 namespace structdiff::cli {
 
@@ -18,6 +19,8 @@ struct GlobalOptions {
   uint64_t seed = 0;
   torch::Device device = torch::kCPU;  // --device
   std::shared_ptr<train::Ranks> ranks;  // data-parallel ranks (--world-size, torchrun); null: one
+  // Whether this process writes the run's files and report: the only one, or rank 0.
+  bool writes_outputs() const;
 };
 
 // What each command ("ddpm train") supports beyond one process on the CPU, declared in one table

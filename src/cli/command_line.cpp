@@ -8,7 +8,8 @@
 #include "structdiff/device.h"
 #include "structdiff/ranks.h"
 #include "structdiff/runtime.h"
-#include "structdiff/train.h"
+#include "structdiff/model_file.h"
+#include "structdiff/training_loop.h"
 #include "util/build_info.h"
 #include "util/text.h"
 
@@ -119,7 +120,7 @@ int run_command_line(int argc, char** argv, bool check_only) {
     global.ranks = train::Ranks::from_environment(
         std::chrono::milliseconds(static_cast<int64_t>(line.rank_timeout * 1000)));
     // Rank 0 speaks for the run; the others' output would repeat it line for line.
-    if (global.ranks && !global.ranks->is_root() && std::freopen("/dev/null", "w", stdout) == nullptr) {
+    if (!global.writes_outputs() && std::freopen("/dev/null", "w", stdout) == nullptr) {
       throw std::runtime_error("cannot silence rank " + std::to_string(global.ranks->rank()));
     }
     set_threads(global.threads);

@@ -13,7 +13,7 @@
 #include "cli/command.h"
 #include "cli/output_policy.h"
 #include "structdiff/ddpm_runs.h"
-#include "structdiff/train.h"
+#include "structdiff/progress.h"
 
 namespace structdiff::cli {
 namespace {
@@ -52,7 +52,7 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
   request.seed = global.seed;
   request.training.ranks = global.ranks;
   ddpm::TrainReport report = ddpm::train_model(request);
-  if (global.ranks && !global.ranks->is_root()) return;  // rank 0 writes for the run
+  if (!global.writes_outputs()) return;
   ddpm::save_model(c.out, report.averaged);
   print_training_summary(report.result, c.out);
 }

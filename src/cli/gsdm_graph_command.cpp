@@ -84,7 +84,7 @@ void register_gsdm_graph_commands(CLI::App& gsdm, Action& action) {
   mask->add_option("--png", o->png, "Write the mask as a PNG")
       ->check(writable_file());
   mask->add_option("--rule", o->rule, "standard, non-symmetrised or random (as gsdm train --mask)")
-      ->check(CLI::IsMember({"standard", "non-symmetrised", "random"}))
+      ->check(CLI::IsMember(graph::mask_rule_names()))
       ->capture_default_str();
   mask->add_option("--mask-seed", o->mask_seed, "The random mask's draw")->capture_default_str();
   mask->callback([o, mask, &action] {

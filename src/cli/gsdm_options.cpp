@@ -67,15 +67,15 @@ void add_gsdm_model_options(CLI::App& command, GsdmModelOptions& o) {
       ->check(depth());
   command.add_option("--heads", o.heads, "Attention heads (default: the problem's)")->check(positive());
   command.add_option("--embedding", o.embedding, "IE, AE or EE (default: the problem's)")
-      ->check(CLI::IsMember({"IE", "AE", "EE"}));
+      ->check(CLI::IsMember(gsdm::embedding_names()));
   command.add_option("--norm", o.norm, "token (faithful) or group (reference)")
-      ->check(CLI::IsMember({"token", "group"}))
+      ->check(CLI::IsMember(gsdm::norm_names()))
       ->capture_default_str();
   command
       .add_option("--attention-scaling", o.attention_scaling,
                   "attention scores times 1/sqrt(head dim) (inverse-sqrt-dim), or unscaled (none, "
                   "the reference's sparse path)")
-      ->check(CLI::IsMember({"inverse-sqrt-dim", "none"}))
+      ->check(CLI::IsMember(gsdm::attention_scaling_names()))
       ->capture_default_str();
   command
       .add_option("--output-head", o.output_head,
@@ -104,12 +104,12 @@ void add_gsdm_model_options(CLI::App& command, GsdmModelOptions& o) {
       .add_option("--mask-rule", o.mask,
                   "standard, or an ablation: non-symmetrised (children attend to parents only) "
                   "or random (as many pairs, drawn uniformly)")
-      ->check(CLI::IsMember({"standard", "non-symmetrised", "random"}))
+      ->check(CLI::IsMember(graph::mask_rule_names()))
       ->capture_default_str();
   command.add_option("--mask-seed", o.model.mask.seed, "The random mask's draw")
       ->capture_default_str();
   command.add_option("--noise-schedule", o.schedule_kind, "linear or cosine")
-      ->check(CLI::IsMember({"linear", "cosine"}))
+      ->check(CLI::IsMember(diffusion::schedule_names()))
       ->capture_default_str();
   command.add_option("--diffusion-steps", o.schedule.steps, "T")
       ->check(work_count(1000000))
@@ -122,16 +122,16 @@ void add_gsdm_model_options(CLI::App& command, GsdmModelOptions& o) {
       .add_option("--diffusion", o.process,
                   "How discrete variables diffuse: gaussian (one-hot vectors under Gaussian noise, "
                   "the paper) or masked (absorbing state; continuous variables stay Gaussian)")
-      ->check(CLI::IsMember({"gaussian", "masked"}))
+      ->check(CLI::IsMember(gsdm::process_names()))
       ->capture_default_str();
   command.add_option("--mask-schedule", o.mask_schedule,
                      "masked: alpha(t) = 1 - t (linear) or cos(pi t / 2) (cosine)")
-      ->check(CLI::IsMember({"linear", "cosine"}))
+      ->check(CLI::IsMember(diffusion::mask_schedule_names()))
       ->capture_default_str();
   command
       .add_option("--masked-loss", o.masked_loss,
                   "masked: elbo (cross-entropy weighted by -alpha'/(1 - alpha)) or unweighted")
-      ->check(CLI::IsMember({"elbo", "unweighted"}))
+      ->check(CLI::IsMember(gsdm::masked_loss_names()))
       ->capture_default_str();
 }
 
@@ -168,7 +168,7 @@ void add_sampling_options(CLI::App& command, SamplingOptions& o) {
                   "Gaussian models: ddim (fast, their default) or ancestral (all T steps); masked "
                   "models: adaptive (most confident first, their default) or ancestral (as the "
                   "schedule unmasks)")
-      ->check(CLI::IsMember({"ddim", "ancestral", "adaptive"}));
+      ->check(CLI::IsMember(gsdm::sampler_names()));
   command.add_option("--sample-steps", o.steps, "DDIM steps, or the masked samplers' steps")
       ->check(positive())
       ->capture_default_str();
@@ -179,7 +179,7 @@ void add_sampling_options(CLI::App& command, SamplingOptions& o) {
   command.add_option("--confidence", o.confidence,
                      "adaptive: rank by the value's probability or by its margin over the most "
                      "probable other value (default: margin at temperature 0, probability above)")
-      ->check(CLI::IsMember({"probability", "margin"}));
+      ->check(CLI::IsMember(gsdm::confidence_names()));
   command.add_option("--unmask-per-step", o.unmask_per_step,
                      "adaptive: variables decided per step (0: as the schedule spreads them over "
                      "--sample-steps, which then sets the pace)")

@@ -26,7 +26,7 @@ void run_train(TrainCommand& c, const GlobalOptions& global) {
   request.device = global.device;
   request.ranks = global.ranks;
   gsdm::ProblemTrainReport report = gsdm::train_problem(request);
-  if (global.ranks && !global.ranks->is_root()) return;  // rank 0 writes for the run
+  if (!global.writes_outputs()) return;
   gsdm::save_problem_model(c.out, report.averaged);
   print_training_summary(report.result, c.out);
 }

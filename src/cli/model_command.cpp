@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
-#include "structdiff/train.h"
+#include "structdiff/model_file.h"
 
 namespace structdiff::cli {
 namespace {

@@ -7,6 +7,7 @@
 
 #include <torch/torch.h>
 
+#include "structdiff/enum_names.h"
 #include "structdiff/runtime.h"
 #include "structdiff/text_data.h"
 #include "util/text.h"
@@ -141,12 +142,14 @@ std::u32string read_text_file(const std::string& path) {
 
 // ---- span masking --------------------------------------------------------------------------
 
-SpanDistribution parse_span_distribution(const std::string& name) {
-  if (name == "geometric") return SpanDistribution::geometric;
-  if (name == "logistic") return SpanDistribution::logistic;
-  throw std::invalid_argument("unknown span distribution '" + name +
-                              "' (accepted: geometric, logistic)");
-}
+namespace {
+const auto kSpanNames = enum_names<SpanDistribution>("span distribution", {
+    {SpanDistribution::geometric, "geometric"},
+    {SpanDistribution::logistic, "logistic"},
+});
+}  // namespace
+
+SpanDistribution parse_span_distribution(const std::string& name) { return kSpanNames.parse(name); }
 
 void check_span_masking(const SpanMasking& masking) {
   if (!(masking.ratio > 0 && masking.ratio <= 1)) {

@@ -5,17 +5,22 @@
 
 #include <torch/torch.h>
 
+#include "structdiff/enum_names.h"
+
 namespace structdiff::diffusion {
 
-MaskScheduleKind parse_mask_schedule(const std::string& name) {
-  if (name == "linear") return MaskScheduleKind::linear;
-  if (name == "cosine") return MaskScheduleKind::cosine;
-  throw std::invalid_argument("unknown mask schedule '" + name + "' (known: linear, cosine)");
-}
+namespace {
+const auto kKindNames = enum_names<MaskScheduleKind>("mask schedule", {
+    {MaskScheduleKind::linear, "linear"},
+    {MaskScheduleKind::cosine, "cosine"},
+});
+}  // namespace
 
-std::string mask_schedule_name(MaskScheduleKind kind) {
-  return kind == MaskScheduleKind::linear ? "linear" : "cosine";
-}
+MaskScheduleKind parse_mask_schedule(const std::string& name) { return kKindNames.parse(name); }
+
+std::vector<std::string> mask_schedule_names() { return kKindNames.choices(); }
+
+std::string mask_schedule_name(MaskScheduleKind kind) { return kKindNames.name(kind); }
 
 torch::Tensor mask_alpha(MaskScheduleKind kind, const torch::Tensor& t) {
   if (kind == MaskScheduleKind::linear) return 1 - t;

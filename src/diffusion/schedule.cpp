@@ -10,6 +10,7 @@
 
 #include "diffusion/detail.h"
 #include "structdiff/diffusion.h"
+#include "structdiff/enum_names.h"
 
 namespace structdiff::diffusion {
 namespace {
@@ -99,11 +100,16 @@ torch::Tensor per_sample(const torch::Tensor& coefficients, const torch::Tensor&
 
 }  // namespace
 
-ScheduleKind parse_schedule(const std::string& name) {
-  if (name == "linear") return ScheduleKind::linear;
-  if (name == "cosine") return ScheduleKind::cosine;
-  throw std::invalid_argument("unknown noise schedule '" + name + "'; valid: linear, cosine");
-}
+namespace {
+const auto kScheduleNames = enum_names<ScheduleKind>("noise schedule", {
+    {ScheduleKind::linear, "linear"},
+    {ScheduleKind::cosine, "cosine"},
+});
+}  // namespace
+
+ScheduleKind parse_schedule(const std::string& name) { return kScheduleNames.parse(name); }
+
+std::vector<std::string> schedule_names() { return kScheduleNames.choices(); }
 
 NoiseSchedule::NoiseSchedule(ScheduleConfig config) : config_(config) {
   validate(config_);

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include "structdiff/enum_names.h"
 #include "structdiff/graph.h"
 #include "structdiff/runtime.h"
 #include "graph/graph_text.h"
@@ -195,22 +196,19 @@ void GraphicalModel::add_embedding_group(const std::vector<Element>& members) {
   ++num_groups_;
 }
 
-MaskRule parse_mask_rule(const std::string& name) {
-  for (MaskRule rule : {MaskRule::standard, MaskRule::non_symmetrised, MaskRule::random}) {
-    if (mask_rule_name(rule) == name) return rule;
-  }
-  throw std::invalid_argument("unknown mask rule " + single_quoted(name) +
-                              "; use standard, non-symmetrised or random");
-}
+namespace {
+const auto kMaskRuleNames = enum_names<MaskRule>("mask rule", {
+    {MaskRule::standard, "standard"},
+    {MaskRule::non_symmetrised, "non-symmetrised"},
+    {MaskRule::random, "random"},
+});
+}  // namespace
 
-std::string mask_rule_name(MaskRule rule) {
-  switch (rule) {
-    case MaskRule::standard: return "standard";
-    case MaskRule::non_symmetrised: return "non-symmetrised";
-    case MaskRule::random: return "random";
-  }
-  throw std::logic_error("mask_rule_name: unknown rule");
-}
+MaskRule parse_mask_rule(const std::string& name) { return kMaskRuleNames.parse(name); }
+
+std::vector<std::string> mask_rule_names() { return kMaskRuleNames.choices(); }
+
+std::string mask_rule_name(MaskRule rule) { return kMaskRuleNames.name(rule); }
 
 namespace {
 

@@ -9,7 +9,8 @@
 
 #include "structdiff/image_metrics.h"
 #include "structdiff/runtime.h"
-#include "structdiff/train.h"
+#include "structdiff/model_file.h"
+#include "structdiff/training_loop.h"
 
 namespace structdiff::eval {
 namespace {

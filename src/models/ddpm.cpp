@@ -1,5 +1,4 @@
 #include "structdiff/ddpm.h"
-#include "structdiff/runtime.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +10,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include "structdiff/model_file.h"
+#include "structdiff/runtime.h"
+#include "structdiff/training_loop.h"
 #include "util/png.h"
 
 namespace structdiff::ddpm {

@@ -10,6 +10,7 @@
 #include "structdiff/image_metrics.h"
 #include "structdiff/images.h"
 #include "structdiff/model_tensors.h"
+#include "structdiff/ranks.h"
 #include "structdiff/runtime.h"
 
 namespace structdiff::ddpm {

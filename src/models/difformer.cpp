@@ -5,31 +5,25 @@
 #include <torch/torch.h>
 
 #include "structdiff/dropout.h"
-#include "structdiff/train.h"
+#include "structdiff/enum_names.h"
+#include "structdiff/model_file.h"
 
 namespace structdiff::difformer {
 
-std::string diffusivity_name(Diffusivity diffusivity) {
-  switch (diffusivity) {
-    case Diffusivity::simple: return "simple";
-    case Diffusivity::sigmoid: return "sigmoid";
-    case Diffusivity::identity: return "identity";
-    case Diffusivity::graph: return "graph";
-    case Diffusivity::graph_attention: return "graph-attention";
-    case Diffusivity::full_attention: return "full-attention";
-  }
-  return "?";
-}
+namespace {
+const auto kDiffusivityNames = enum_names<Diffusivity>("diffusivity", {
+    {Diffusivity::simple, "simple"},
+    {Diffusivity::sigmoid, "sigmoid"},
+    {Diffusivity::identity, "identity"},
+    {Diffusivity::graph, "graph"},
+    {Diffusivity::graph_attention, "graph-attention"},
+    {Diffusivity::full_attention, "full-attention"},
+});
+}  // namespace
 
-Diffusivity parse_diffusivity(const std::string& name) {
-  for (Diffusivity diffusivity : {Diffusivity::simple, Diffusivity::sigmoid, Diffusivity::identity,
-                                  Diffusivity::graph, Diffusivity::graph_attention,
-                                  Diffusivity::full_attention}) {
-    if (diffusivity_name(diffusivity) == name) return diffusivity;
-  }
-  throw std::invalid_argument("unknown diffusivity '" + name +
-                              "' (simple, sigmoid, identity, graph, graph-attention, full-attention)");
-}
+std::string diffusivity_name(Diffusivity diffusivity) { return kDiffusivityNames.name(diffusivity); }
+
+Diffusivity parse_diffusivity(const std::string& name) { return kDiffusivityNames.parse(name); }
 
 void to_json(nlohmann::json& j, const DIFFormerOptions& o) {
   j = {{"input_dim", o.input_dim},

@@ -7,6 +7,7 @@
 
 #include <torch/torch.h>
 
+#include "structdiff/best_weights.h"
 #include "structdiff/runtime.h"
 
 namespace structdiff::difformer {

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "structdiff/device.h"
+#include "structdiff/enum_names.h"
 #include "structdiff/random.h"
 #include "structdiff/sinusoidal.h"
 
@@ -15,67 +16,62 @@ namespace structdiff::gsdm {
 
 // ---- configuration -----------------------------------------------------------------------------
 
-EmbeddingKind parse_embedding(const std::string& name) {
-  if (name == "IE") return EmbeddingKind::independent;
-  if (name == "AE") return EmbeddingKind::array;
-  if (name == "EE") return EmbeddingKind::exchangeable;
-  throw std::invalid_argument("unknown embedding '" + name + "' (known: IE, AE, EE)");
-}
-
-NormKind parse_norm(const std::string& name) {
-  if (name == "token") return NormKind::token;
-  if (name == "group") return NormKind::group;
-  throw std::invalid_argument("unknown norm '" + name + "' (known: token, group)");
-}
-
-Scaling parse_attention_scaling(const std::string& name) {
-  if (name == "inverse-sqrt-dim") return Scaling::inverse_sqrt_dim;
-  if (name == "none") return Scaling::none;
-  throw std::invalid_argument("unknown attention scaling '" + name +
-                              "' (known: inverse-sqrt-dim, none)");
-}
-
-std::string attention_scaling_name(Scaling scaling) {
-  return scaling == Scaling::none ? "none" : "inverse-sqrt-dim";
-}
-
-DiffusionProcess parse_process(const std::string& name) {
-  if (name == "gaussian") return DiffusionProcess::gaussian;
-  if (name == "masked") return DiffusionProcess::masked;
-  throw std::invalid_argument("unknown diffusion process '" + name + "' (known: gaussian, masked)");
-}
-
-std::string process_name(DiffusionProcess process) {
-  return process == DiffusionProcess::masked ? "masked" : "gaussian";
-}
-
-MaskedLoss parse_masked_loss(const std::string& name) {
-  if (name == "elbo") return MaskedLoss::elbo;
-  if (name == "unweighted") return MaskedLoss::unweighted;
-  throw std::invalid_argument("unknown masked loss '" + name + "' (known: elbo, unweighted)");
-}
-
-std::string masked_loss_name(MaskedLoss loss) {
-  return loss == MaskedLoss::elbo ? "elbo" : "unweighted";
-}
-
 namespace {
-const char* embedding_name(EmbeddingKind kind) {
-  switch (kind) {
-    case EmbeddingKind::independent: return "IE";
-    case EmbeddingKind::array: return "AE";
-    case EmbeddingKind::exchangeable: return "EE";
-  }
-  return "?";
-}
+const auto kEmbeddingNames = enum_names<EmbeddingKind>("embedding", {
+    {EmbeddingKind::independent, "IE"},
+    {EmbeddingKind::array, "AE"},
+    {EmbeddingKind::exchangeable, "EE"},
+});
+const auto kNormNames = enum_names<NormKind>("norm", {
+    {NormKind::token, "token"},
+    {NormKind::group, "group"},
+});
+const auto kScalingNames = enum_names<Scaling>("attention scaling", {
+    {Scaling::inverse_sqrt_dim, "inverse-sqrt-dim"},
+    {Scaling::none, "none"},
+});
+const auto kProcessNames = enum_names<DiffusionProcess>("diffusion process", {
+    {DiffusionProcess::gaussian, "gaussian"},
+    {DiffusionProcess::masked, "masked"},
+});
+const auto kLossNames = enum_names<MaskedLoss>("masked loss", {
+    {MaskedLoss::elbo, "elbo"},
+    {MaskedLoss::unweighted, "unweighted"},
+});
 }  // namespace
+
+EmbeddingKind parse_embedding(const std::string& name) { return kEmbeddingNames.parse(name); }
+
+std::vector<std::string> embedding_names() { return kEmbeddingNames.choices(); }
+
+NormKind parse_norm(const std::string& name) { return kNormNames.parse(name); }
+
+std::vector<std::string> norm_names() { return kNormNames.choices(); }
+
+Scaling parse_attention_scaling(const std::string& name) { return kScalingNames.parse(name); }
+
+std::vector<std::string> attention_scaling_names() { return kScalingNames.choices(); }
+
+std::string attention_scaling_name(Scaling scaling) { return kScalingNames.name(scaling); }
+
+DiffusionProcess parse_process(const std::string& name) { return kProcessNames.parse(name); }
+
+std::vector<std::string> process_names() { return kProcessNames.choices(); }
+
+std::string process_name(DiffusionProcess process) { return kProcessNames.name(process); }
+
+MaskedLoss parse_masked_loss(const std::string& name) { return kLossNames.parse(name); }
+
+std::vector<std::string> masked_loss_names() { return kLossNames.choices(); }
+
+std::string masked_loss_name(MaskedLoss loss) { return kLossNames.name(loss); }
 
 void to_json(nlohmann::json& j, const GsdmConfig& c) {
   j = {{"dim", c.dim},
        {"blocks", c.blocks},
        {"heads", c.heads},
-       {"embedding", embedding_name(c.embedding)},
-       {"norm", c.norm == NormKind::token ? "token" : "group"},
+       {"embedding", kEmbeddingNames.name(c.embedding)},
+       {"norm", kNormNames.name(c.norm)},
        {"attention_scaling", attention_scaling_name(c.attention_scaling)},
        {"output_norm", c.output_norm},
        {"time_swish", c.time_swish},
@@ -518,30 +514,33 @@ torch::Tensor encode_state(const StateLayout& layout, const graph::GraphicalMode
   return state;
 }
 
+namespace {
+const auto kSamplerNames = enum_names<Sampler>("sampler", {
+    {Sampler::ancestral, "ancestral"},
+    {Sampler::ddim, "ddim"},
+    {Sampler::adaptive, "adaptive"},
+});
+const auto kConfidenceNames = enum_names<Confidence>("confidence", {
+    {Confidence::probability, "probability"},
+    {Confidence::margin, "margin"},
+});
+}  // namespace
+
 Sampler parse_sampler(const std::string& name) {
-  if (name.empty()) return Sampler::model_default;
-  if (name == "ancestral") return Sampler::ancestral;
-  if (name == "ddim") return Sampler::ddim;
-  if (name == "adaptive") return Sampler::adaptive;
-  throw std::invalid_argument("unknown sampler '" + name + "' (ancestral, ddim or adaptive)");
+  return name.empty() ? Sampler::model_default : kSamplerNames.parse(name);
 }
 
+std::vector<std::string> sampler_names() { return kSamplerNames.choices(); }
+
 std::string sampler_name(Sampler sampler) {
-  switch (sampler) {
-    case Sampler::model_default: return "the model's default";
-    case Sampler::ancestral: return "ancestral";
-    case Sampler::ddim: return "ddim";
-    case Sampler::adaptive: return "adaptive";
-  }
-  return "?";
+  return sampler == Sampler::model_default ? "the model's default" : kSamplerNames.name(sampler);
 }
 
 Confidence parse_confidence(const std::string& name) {
-  if (name.empty()) return Confidence::by_temperature;
-  if (name == "probability") return Confidence::probability;
-  if (name == "margin") return Confidence::margin;
-  throw std::invalid_argument("unknown confidence '" + name + "' (probability or margin)");
+  return name.empty() ? Confidence::by_temperature : kConfidenceNames.parse(name);
 }
+
+std::vector<std::string> confidence_names() { return kConfidenceNames.choices(); }
 
 torch::Tensor sample(Gsdm model, const diffusion::NoiseSchedule& schedule,
                      const torch::Tensor& observed_nodes_in,

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "structdiff/runtime.h"
+#include "structdiff/training_loop.h"
 
 namespace structdiff::gsdm {
 

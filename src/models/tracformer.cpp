@@ -7,22 +7,23 @@
 #include <torch/torch.h>
 
 #include "structdiff/dropout.h"
+#include "structdiff/enum_names.h"
 #include "structdiff/model_tensors.h"
 #include "structdiff/rope.h"
 #include "structdiff/runtime.h"
 #include "structdiff/text_data.h"
 #include "structdiff/tracformer.h"
-#include "structdiff/train.h"
+#include "structdiff/model_file.h"
 
 namespace structdiff::tracformer {
 namespace {
 
-const std::vector<std::pair<Architecture, std::string>> kArchitectures = {
-    {Architecture::tracformer, "tracformer"},
-    {Architecture::tracformer_dense_encoder, "tracformer-dense-encoder"},
-    {Architecture::bart, "bart"},
-    {Architecture::bert, "bert"},
-    {Architecture::ar, "ar"}};
+const auto kArchitectureNames = enum_names<Architecture>(
+    "architecture", {{Architecture::tracformer, "tracformer"},
+                     {Architecture::tracformer_dense_encoder, "tracformer-dense-encoder"},
+                     {Architecture::bart, "bart"},
+                     {Architecture::bert, "bert"},
+                     {Architecture::ar, "ar"}});
 
 int64_t decoder_depth(const Config& config) {
   switch (config.architecture) {
@@ -46,28 +47,24 @@ bool has_prefix_encoder(Architecture architecture) {
          architecture == Architecture::tracformer_dense_encoder;
 }
 
-Architecture parse_architecture(const std::string& name) {
-  for (const auto& [architecture, known] : kArchitectures) {
-    if (known == name) return architecture;
-  }
-  throw std::invalid_argument("unknown architecture '" + name +
-                              "' (accepted: tracformer, tracformer-dense-encoder, bart, bert, ar)");
-}
+Architecture parse_architecture(const std::string& name) { return kArchitectureNames.parse(name); }
+
+std::vector<std::string> architecture_names() { return kArchitectureNames.choices(); }
 
 std::string architecture_name(Architecture architecture) {
-  for (const auto& [known, name] : kArchitectures) {
-    if (known == architecture) return name;
-  }
-  throw std::invalid_argument("architecture_name: not an Architecture");
+  return kArchitectureNames.name(architecture);
 }
 
-Mode parse_mode(const std::string& name) {
-  if (name == "car") return Mode::car;
-  if (name == "ac") return Mode::ac;
-  throw std::invalid_argument("unknown mode '" + name + "' (accepted: car, ac)");
-}
+namespace {
+const auto kModeNames = enum_names<Mode>("mode", {
+    {Mode::car, "car"},
+    {Mode::ac, "ac"},
+});
+}  // namespace
 
-std::string mode_name(Mode mode) { return mode == Mode::car ? "car" : "ac"; }
+Mode parse_mode(const std::string& name) { return kModeNames.parse(name); }
+
+std::string mode_name(Mode mode) { return kModeNames.name(mode); }
 
 int64_t Config::vocab_size() const {
   return vocab_size_override > 0 ? vocab_size_override

@@ -9,7 +9,7 @@
 
 #include "structdiff/random.h"
 #include "structdiff/timing.h"
-#include "structdiff/train.h"
+#include "structdiff/training_loop.h"
 #include "structdiff/tracformer_training.h"
 
 namespace structdiff::tracformer {

@@ -7,6 +7,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include "structdiff/loop_options.h"
 #include "structdiff/text_data.h"
 
 namespace structdiff::tracformer {

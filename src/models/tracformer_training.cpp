@@ -7,30 +7,25 @@
 #include <torch/torch.h>
 
 #include "structdiff/device.h"
+#include "structdiff/enum_names.h"
 #include "structdiff/random.h"
 #include "structdiff/runtime.h"
 #include "structdiff/tracformer_training.h"
+#include "structdiff/training_loop.h"
 
 namespace structdiff::tracformer {
 
-Masking parse_masking(const std::string& name) {
-  if (name == "spans") return Masking::spans;
-  if (name == "mixed") return Masking::mixed;
-  if (name == "all") return Masking::all;
-  throw std::invalid_argument("unknown masking '" + name + "' (accepted: spans, mixed, all)");
-}
+namespace {
+const auto kMaskingNames = enum_names<Masking>("masking", {
+    {Masking::spans, "spans"},
+    {Masking::mixed, "mixed"},
+    {Masking::all, "all"},
+});
+}  // namespace
 
-std::string masking_name(Masking masking) {
-  switch (masking) {
-    case Masking::spans:
-      return "spans";
-    case Masking::mixed:
-      return "mixed";
-    case Masking::all:
-      return "all";
-  }
-  throw std::invalid_argument("masking_name: not a Masking");
-}
+Masking parse_masking(const std::string& name) { return kMaskingNames.parse(name); }
+
+std::string masking_name(Masking masking) { return kMaskingNames.name(masking); }
 
 Batch random_batch(const torch::Tensor& ids, int64_t batch, int64_t length, Masking masking,
                    const data::SpanMasking& spans, std::mt19937_64& rng) {

@@ -1,6 +1,6 @@
 // structdiff as PyTorch operators (torch.ops.structdiff.*), in the shared library the Python
 // package loads (python/structdiff): the fused sparse attention (forward and backward as CPU
-// kernels, differentiable through an Autograd kernel; the CUDA slot is issue 22's), the linear-time
+// operators, differentiable through an Autograd kernel that is the library's own wiring), the linear-time
 // mechanisms, the pattern builders, and model files (weights by name, a GSDM's structure and its
 // C++ forward pass as the reference the Python model is tested against).
 //
@@ -13,9 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <torch/autograd.h>
 #include <torch/library.h>
 #include <torch/torch.h>
 
@@ -94,61 +92,14 @@ std::tuple<Tensor, Tensor, Tensor> sparse_backward_cpu(const Tensor& grad_out, c
   });
 }
 
-const c10::TypedOperatorHandle<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&,
-                                                          const Tensor&, const Tensor&,
-                                                          const Tensor&, double)>&
-forward_op() {
-  static const auto op =
-      c10::Dispatcher::singleton()
-          .findSchemaOrThrow("structdiff::sparse_attention_forward", "")
-          .typed<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
-                                            const Tensor&, const Tensor&, double)>();
-  return op;
-}
-
-const c10::TypedOperatorHandle<std::tuple<Tensor, Tensor, Tensor>(
-    const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-    const Tensor&, const Tensor&, double)>&
-backward_op() {
-  static const auto op =
-      c10::Dispatcher::singleton()
-          .findSchemaOrThrow("structdiff::sparse_attention_backward", "")
-          .typed<std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
-                                                    const Tensor&, const Tensor&, const Tensor&,
-                                                    const Tensor&, const Tensor&, double)>();
-  return op;
-}
-
-// Differentiates through the dispatcher's forward and backward operators, so a backend that
-// registers those two (CPU here; CUDA is issue 22's slot) is differentiable too.
-class SparseAttentionOp : public torch::autograd::Function<SparseAttentionOp> {
- public:
-  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
-                                                const Tensor& q, const Tensor& k, const Tensor& v,
-                                                const Tensor& row_offsets,
-                                                const Tensor& col_indices, double scale) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    auto [out, logsumexp] = forward_op().call(q, k, v, row_offsets, col_indices, scale);
-    ctx->save_for_backward({q, k, v, out, logsumexp, row_offsets, col_indices});
-    ctx->saved_data["scale"] = scale;
-    ctx->mark_non_differentiable({logsumexp});
-    return {out, logsumexp};
-  }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grad_outputs) {
-    const auto saved = ctx->get_saved_variables();
-    auto [grad_q, grad_k, grad_v] =
-        backward_op().call(grad_outputs[0], saved[0], saved[1], saved[2], saved[3], saved[4],
-                           saved[5], saved[6], ctx->saved_data["scale"].toDouble());
-    return {grad_q, grad_k, grad_v, Tensor(), Tensor(), Tensor()};
-  }
-};
-
+// Autograd through the library's one wiring of the kernels (CPU, and CUDA where built).
 Tensor sparse_attention_autograd(const Tensor& q, const Tensor& k, const Tensor& v,
                                  const Tensor& row_offsets, const Tensor& col_indices,
                                  double scale) {
-  return SparseAttentionOp::apply(q, k, v, row_offsets, col_indices, scale)[0];
+  return python_errors([&] {
+    check_sparse_inputs(q, k, v, row_offsets, col_indices, scale);
+    return sparse_attention_csr(q, k, v, row_offsets, col_indices, scale);
+  });
 }
 
 Tensor sparse_attention_cpu(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -10,6 +10,7 @@
 #include "structdiff/attention.h"
 #include "structdiff/gsdm_problems.h"
 #include "structdiff/model_tensors.h"
+#include "structdiff/ranks.h"
 #include "structdiff/runtime.h"
 
 namespace structdiff::gsdm {

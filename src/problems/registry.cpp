@@ -10,7 +10,8 @@
 
 #include "problems/entries.h"
 #include "structdiff/gsdm_problems.h"
-#include "structdiff/train.h"
+#include "structdiff/checkpoint.h"
+#include "structdiff/model_file.h"
 #include "util/text.h"
 
 namespace structdiff::gsdm {

@@ -6,6 +6,8 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "structdiff/enum_names.h"
+
 namespace structdiff::sudoku {
 namespace {
 
@@ -257,15 +259,18 @@ std::string cell_name(int cell, int side) {
 
 }  // namespace
 
-GridFamily parse_grid_family(const std::string& name) {
-  if (name == "broad") return GridFamily::broad;
-  if (name == "pattern") return GridFamily::pattern;
-  throw std::invalid_argument("sudoku: unknown grid family '" + name + "' (expected broad or pattern)");
-}
+namespace {
+const auto kFamilyNames = enum_names<GridFamily>("grid family", {
+    {GridFamily::broad, "broad"},
+    {GridFamily::pattern, "pattern"},
+});
+}  // namespace
 
-std::string grid_family_name(GridFamily family) {
-  return family == GridFamily::pattern ? "pattern" : "broad";
-}
+GridFamily parse_grid_family(const std::string& name) { return kFamilyNames.parse(name); }
+
+std::vector<std::string> grid_family_names() { return kFamilyNames.choices(); }
+
+std::string grid_family_name(GridFamily family) { return kFamilyNames.name(family); }
 
 namespace {
 

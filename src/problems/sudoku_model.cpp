@@ -9,7 +9,7 @@
 #include <torch/torch.h>
 
 #include "problems/entries.h"
-#include "structdiff/train.h"
+#include "structdiff/model_file.h"
 
 namespace structdiff::sudoku {
 

@@ -5,7 +5,7 @@
 
 #include <torch/torch.h>
 
-#include "structdiff/train.h"
+#include "structdiff/best_weights.h"
 
 namespace structdiff::train {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <torch/torch.h>
 
-#include "structdiff/train.h"
+#include "structdiff/ema.h"
 
 namespace structdiff::train {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <torch/torch.h>
 
-#include "structdiff/train.h"
+#include "structdiff/optimizer.h"
 #include "train/adamw_kernel.h"
 
 namespace structdiff::train {

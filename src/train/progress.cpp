@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "structdiff/train.h"
+#include "structdiff/progress.h"
 
 namespace structdiff::train {
 namespace {
@@ -99,37 +99,6 @@ void ProgressBar::print(bool final_line) {
       terminal_ ? "\r" + line + "\x1b[K" + (final_line ? "\n" : "") : line + "\n";
   std::fputs(text.c_str(), stderr);
   std::fflush(stderr);
-}
-
-JsonlLog::JsonlLog(const std::string& path, bool append)
-    : out_(path, append ? std::ios::app : std::ios::trunc) {
-  if (!out_) throw std::runtime_error("cannot open metrics log " + path);
-}
-
-void JsonlLog::write(const nlohmann::json& record) {
-  out_ << record.dump() << '\n';
-  out_.flush();
-  if (!out_) throw std::runtime_error("cannot write to metrics log");
-}
-
-void truncate_log_after_step(const std::string& path, int64_t step) {
-  std::ifstream in(path);
-  if (!in) return;
-  std::string kept;
-  for (std::string line; std::getline(in, line);) {
-    const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    // A line cut short by a kill, or a record past the checkpoint, goes.
-    if (record.is_discarded()) continue;
-    if (record.is_object() && record.contains("step") && record["step"].is_number_integer() &&
-        record["step"].get<int64_t>() > step) {
-      continue;
-    }
-    kept += line + '\n';
-  }
-  in.close();
-  std::ofstream out(path, std::ios::trunc);
-  out << kept;
-  if (!out) throw std::runtime_error("cannot rewrite metrics log " + path);
 }
 
 }  // namespace structdiff::train

@@ -9,6 +9,8 @@
 #include <ATen/ThreadLocalState.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include "structdiff/training_loop.h"
+
 namespace structdiff::train {
 
 std::vector<at::Generator> part_generators(at::Generator& noise, size_t parts) {

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "structdiff/train.h"
+#include "structdiff/training_loop.h"
 
 namespace structdiff::train {
 

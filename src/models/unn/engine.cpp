@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include "structdiff/dependency_tree.h"
+#include "structdiff/enum_names.h"
 #include "structdiff/random.h"
 #include "structdiff/unn.h"
 #include "util/text.h"
@@ -37,34 +38,20 @@ torch::Tensor phi(const torch::Tensor& t) { return torch::xlogy(t, t); }
 
 }  // namespace
 
-Activation parse_activation(const std::string& name) {
-  if (name == "identity") return Activation::identity;
-  if (name == "relu") return Activation::relu;
-  if (name == "sigmoid") return Activation::sigmoid;
-  if (name == "tanh") return Activation::tanh;
-  if (name == "softmax") return Activation::softmax;
-  if (name == "tree") return Activation::tree;
-  throw std::invalid_argument("unknown activation '" + name +
-                              "' (choose identity, relu, sigmoid, tanh, softmax or tree)");
-}
+namespace {
+const auto kActivationNames = enum_names<Activation>("activation", {
+    {Activation::identity, "identity"},
+    {Activation::relu, "relu"},
+    {Activation::sigmoid, "sigmoid"},
+    {Activation::tanh, "tanh"},
+    {Activation::softmax, "softmax"},
+    {Activation::tree, "tree"},
+});
+}  // namespace
 
-std::string activation_name(Activation activation) {
-  switch (activation) {
-    case Activation::identity:
-      return "identity";
-    case Activation::relu:
-      return "relu";
-    case Activation::sigmoid:
-      return "sigmoid";
-    case Activation::tanh:
-      return "tanh";
-    case Activation::softmax:
-      return "softmax";
-    case Activation::tree:
-      return "tree";
-  }
-  return "?";
-}
+Activation parse_activation(const std::string& name) { return kActivationNames.parse(name); }
+
+std::string activation_name(Activation activation) { return kActivationNames.name(activation); }
 
 torch::Tensor activate(const Variable& variable, const torch::Tensor& z,
                        const torch::Tensor& support) {
@@ -257,31 +244,19 @@ std::string GraphImpl::describe() const {
 
 // ---- schedules ----------------------------------------------------------------------------------
 
-Schedule parse_schedule(const std::string& name) {
-  if (name == "forward") return Schedule::forward;
-  if (name == "forward-backward") return Schedule::forward_backward;
-  if (name == "explicit") return Schedule::explicit_order;
-  if (name == "random") return Schedule::random;
-  if (name == "jacobi") return Schedule::jacobi;
-  throw std::invalid_argument("unknown schedule '" + name +
-                              "' (choose forward, forward-backward, explicit, random or jacobi)");
-}
+namespace {
+const auto kScheduleNames = enum_names<Schedule>("schedule", {
+    {Schedule::forward, "forward"},
+    {Schedule::forward_backward, "forward-backward"},
+    {Schedule::explicit_order, "explicit"},
+    {Schedule::random, "random"},
+    {Schedule::jacobi, "jacobi"},
+});
+}  // namespace
 
-std::string schedule_name(Schedule schedule) {
-  switch (schedule) {
-    case Schedule::forward:
-      return "forward";
-    case Schedule::forward_backward:
-      return "forward-backward";
-    case Schedule::explicit_order:
-      return "explicit";
-    case Schedule::random:
-      return "random";
-    case Schedule::jacobi:
-      return "jacobi";
-  }
-  return "?";
-}
+Schedule parse_schedule(const std::string& name) { return kScheduleNames.parse(name); }
+
+std::string schedule_name(Schedule schedule) { return kScheduleNames.name(schedule); }
 
 namespace {
 

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "structdiff/best_weights.h"
+#include "structdiff/model_file.h"
 #include "structdiff/runtime.h"
 
 namespace structdiff::unn {

@@ -8,24 +8,25 @@
 
 #include <torch/torch.h>
 
+#include "structdiff/checkpoint.h"
+#include "structdiff/enum_names.h"
 #include "structdiff/image_metrics.h"
+#include "structdiff/loop_options.h"
+#include "structdiff/model_file.h"
 #include "structdiff/model_tensors.h"
 #include "structdiff/images.h"
 #include "structdiff/number_sequences.h"
+#include "structdiff/progress.h"
 #include "structdiff/treebank.h"
 #include "structdiff/unn_parser.h"
 
 namespace structdiff::unn {
 namespace {
 
-struct TaskEntry {
-  Task task;
-  const char* name;
-};
-constexpr TaskEntry kTasks[] = {{Task::mnist_conv, "mnist-conv"},
-                                {Task::fashion_conv, "fashion-conv"},
-                                {Task::attention, "attention"},
-                                {Task::parse, "parse"}};
+const auto kTaskNames = enum_names<Task>("UNN task", {{Task::mnist_conv, "mnist-conv"},
+                                                       {Task::fashion_conv, "fashion-conv"},
+                                                       {Task::attention, "attention"},
+                                                       {Task::parse, "parse"}});
 
 std::string format_line(const char* format, ...) __attribute__((format(printf, 1, 2)));
 std::string format_line(const char* format, ...) {
@@ -399,28 +400,12 @@ train::LoopOptions TrainRequest::default_loop() {
   return loop;
 }
 
-Task parse_task(const std::string& name) {
-  for (const TaskEntry& entry : kTasks) {
-    if (name == entry.name) return entry.task;
-  }
-  throw std::invalid_argument("unknown UNN task '" + name +
-                              "' (choose mnist-conv, fashion-conv, attention or parse)");
-}
+Task parse_task(const std::string& name) { return kTaskNames.parse(name); }
 
-std::string task_name(Task task) {
-  for (const TaskEntry& entry : kTasks) {
-    if (task == entry.task) return entry.name;
-  }
-  throw std::logic_error("a UNN task without a name");
-}
+std::string task_name(Task task) { return kTaskNames.name(task); }
 
 const std::vector<std::string>& task_names() {
-  static const std::vector<std::string> names(
-      [] {
-        std::vector<std::string> out;
-        for (const TaskEntry& entry : kTasks) out.push_back(entry.name);
-        return out;
-      }());
+  static const std::vector<std::string> names = kTaskNames.choices();
   return names;
 }
 
