@@ -743,6 +743,8 @@ TEST(Cli, ModelInfoShowsKindProvenanceAndWeightsHash) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const nlohmann::json info = nlohmann::json::parse(r.output);
   EXPECT_EQ(info["kind"], "gsdm");
+  EXPECT_EQ(info["step"], 2);  // the trainer's record: a model file's archive holds no step
+  EXPECT_FALSE(info["resumable"].get<bool>());
   EXPECT_EQ(info["config"]["model"]["dim"], 16);
   EXPECT_EQ(info["provenance"]["seed"], 4);
   EXPECT_TRUE(contains(info["provenance"]["command_line"], "sudoku train --size 4")) << info;
@@ -762,8 +764,8 @@ TEST(Cli, DifformerTrainWritesOneModelFilePerRun) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const nlohmann::json info = nlohmann::json::parse(r.output);
     EXPECT_EQ(info["kind"], "difformer");
-    EXPECT_EQ(info["config"]["model"]["diffusivity"], "simple");
-    EXPECT_EQ(info["config"]["dataset"], "csbm");
+    EXPECT_EQ(info["config"]["diffusivity"], "simple");
+    EXPECT_EQ(info["recorded"]["dataset"], "csbm");
   }
 }
 
@@ -1040,7 +1042,7 @@ TEST(Cli, UnnBadInputIsNamed) {
        "has weights for 2 iterations, asked for 3"},
       {"unn generate --model " + model + " --class 10 --out " + grid, "--class"},
       {"unn generate --model " + std::string(STRUCTDIFF_SOURCE_DIR) + "/models/sudoku9-gaussian.pt --out " + grid,
-       "holds a model of kind 'sudoku', not 'unn-conv'"},
+       "holds a model of kind 'sudoku', not 'unn-conv', 'unn-attention' or 'unn-parser'"},
       {"unn eval --model " + model + " --data-dir " + temp_path("nowhere"), "nowhere"},
   };
   for (const Case& c : cases) {

@@ -353,7 +353,7 @@ TEST(ModelFile, RoundTripGivesIdenticalOutputs) {
   const torch::Tensor t = torch::tensor({3, 700});
   torch::NoGradGuard no_grad;
   EXPECT_TRUE(torch::equal(model.net(x, t), loaded.net(x, t)));
-  EXPECT_EQ(loaded.metadata.at("unet").at("attention"), "favor-softmax");
+  EXPECT_EQ(loaded.metadata.at("config").at("unet").at("attention"), "favor-softmax");
   EXPECT_THROW_WITH(build_model({{"kind", "sudoku"}}), std::invalid_argument, "not a DDPM model");
 }
 

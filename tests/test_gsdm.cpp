@@ -306,6 +306,49 @@ TEST(Gsdm, SudokuEvaluationScoresEachSettingInOrderAndRepeatsPerSeed) {
   EXPECT_EQ(run(), first);
 }
 
+// `sudoku solve` as a library call: puzzles from the request and a file, named in every message;
+// a puzzle without any solution draws no sample; a complete grid is solved as given.
+TEST(Gsdm, SolvePuzzlesNamesEachPuzzleAndReportsWhatFailed) {
+  torch::manual_seed(7);
+  const TemporaryDirectory directory;
+  sudoku::SolveRequest request;
+  request.model_path = directory.file("sudoku4.pt");
+  sudoku::save_model(request.model_path,
+                     sudoku::build_model(sudoku::model_metadata(2, sudoku::GridFamily::broad, small_config(),
+                                                                diffusion::ScheduleConfig{})));
+  request.samples = 2;
+  request.sampling.ddim_steps = 2;
+  request.sampling.generator = at::make_generator<at::CPUGeneratorImpl>(1);
+  request.file = directory.file("puzzles.txt");
+  std::FILE* file = std::fopen(request.file.c_str(), "w");
+  std::fputs("1234341221434321\n\n12.....3..3.....\n", file);
+  std::fclose(file);
+  request.puzzles = {"1234341221434321"};
+  const sudoku::SolveReport report = sudoku::solve_puzzles(request);
+  ASSERT_EQ(report.puzzles.size(), 3u);
+  EXPECT_EQ(report.puzzles[0].name, "the puzzle given");
+  EXPECT_EQ(report.puzzles[1].name, request.file + " line 1");
+  EXPECT_EQ(report.puzzles[2].name, request.file + " line 3");
+  EXPECT_EQ(report.puzzles[0].attempt.valid, 1);
+  EXPECT_EQ(report.puzzles[0].attempt.drawn, 1);
+  EXPECT_FALSE(report.puzzles[2].has_solution);
+  EXPECT_EQ(report.puzzles[2].attempt.drawn, 0);
+  EXPECT_EQ(report.solved(), 2);
+  EXPECT_EQ(report.failures(2), request.file + " line 3 has no solution at all");
+
+  request.puzzles = {std::string(81, '.')};
+  EXPECT_THROW_WITH(sudoku::solve_puzzles(request), std::invalid_argument,
+                    "the puzzle given: the model solves 4x4 puzzles, this one is 9x9");
+  request.puzzles.clear();
+  file = std::fopen(request.file.c_str(), "w");
+  std::fputs("1234341221434321\n12x4\n", file);
+  std::fclose(file);
+  EXPECT_THROW_WITH(sudoku::solve_puzzles(request), std::invalid_argument, request.file + " line 2: ");
+  request.file.clear();
+  EXPECT_THROW_WITH(sudoku::solve_puzzles(request), std::invalid_argument,
+                    "no puzzle given (PUZZLE or --file)");
+}
+
 // Drawing until valid: a solved puzzle needs one sample, a contradictory one takes all K (in
 // rounds 1, 2, 4, ...), and K = 1 is plain batched solving with the same noise.
 TEST(Gsdm, SolveUntilValidStopsAtTheFirstValidSample) {

@@ -372,7 +372,7 @@ TEST(ProblemTraining, TrainsARequestWithTheProblemsDefaultsAndStartsFromAFile) {
   EXPECT_EQ(first.averaged.metadata["trained_steps"], 3);
   const Problem& sorting = find_problem("sorting");
   EXPECT_EQ(first.averaged.model->config().embedding, sorting.config.embedding);
-  EXPECT_EQ(first.averaged.metadata["model"]["dim"], 16);
+  EXPECT_EQ(first.averaged.metadata["config"]["model"]["dim"], 16);
 
   TemporaryDirectory directory;
   save_problem_model(directory.file("first.pt"), first.averaged);

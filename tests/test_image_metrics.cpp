@@ -200,7 +200,7 @@ TEST(Classifier, CheckpointRoundTrip) {
   save_classifier(path, model, {{"dataset", "mnist"}, {"test_accuracy", 0.5}});
   const nlohmann::json metadata = train::read_checkpoint_metadata(path);
   EXPECT_EQ(metadata["dataset"], "mnist");
-  EXPECT_EQ(metadata["architecture"], "lenet5");
+  EXPECT_EQ(metadata["config"]["architecture"], "lenet5");
 
   torch::manual_seed(3);
   const torch::Tensor expected = torch::rand({4});

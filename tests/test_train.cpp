@@ -361,7 +361,7 @@ TEST(Checkpoint, FailedSaveKeepsPreviousCheckpoint) {
   fs::create_directory(path + ".tmp." + std::to_string(::getpid()));
 
   EXPECT_THROW_WITH(save_checkpoint(path, parts_for(model, 2)), std::runtime_error,
-                    "cannot write checkpoint " + path);
+                    "cannot write " + path + ": Is a directory");
   CheckpointParts parts = parts_for(model);
   load_checkpoint(path, parts);
   EXPECT_EQ(parts.step, 1);
@@ -371,7 +371,7 @@ TEST(Checkpoint, SaveIntoMissingDirectoryNamesPath) {
   const std::string path = test_directory() + "/absent/run.ckpt";
   torch::nn::Sequential model = make_model();
   EXPECT_THROW_WITH(save_checkpoint(path, parts_for(model)), std::runtime_error,
-                    "cannot write checkpoint " + path);
+                    "cannot write " + path + ": No such file or directory");
 }
 
 TEST(Checkpoint, MissingFile) {

@@ -428,7 +428,7 @@ TEST(ModelFile, RecordsProvenanceParameterCountAndKind) {
   EXPECT_EQ(info["provenance"]["libtorch"], TORCH_VERSION);
   EXPECT_EQ(info["provenance"]["git_commit"].get<std::string>().size() >= 7, true);
   EXPECT_TRUE(info["resumable"].get<bool>());
-  EXPECT_FALSE(info["config"].contains("data_rng"));
+  EXPECT_FALSE(info["recorded"].contains("data_rng"));
   EXPECT_EQ(info["weights_sha256"].get<std::string>().size(), 64u);
 }
 
@@ -451,8 +451,40 @@ TEST(ModelFile, WeightsHashChangesWithOneWeight) {
 TEST(ModelFile, KindMismatchNamesBoth) {
   EXPECT_THROW_WITH(require_model_kind({{"kind", "ddpm"}}, "sudoku", "m.pt"), std::runtime_error,
                     "m.pt holds a model of kind 'ddpm', not 'sudoku'");
-  EXPECT_EQ(model_kind({{"problem", "sudoku"}}), "sudoku");  // written before kinds were recorded
-  EXPECT_EQ(model_kind({{"architecture", "lenet5"}}), "classifier");
+  EXPECT_EQ(model_kind({{"problem", "sudoku"}}), "unknown");
+}
+
+// Every older layout reads as the current one: {"kind", "config", what was recorded}.
+TEST(ModelFile, OlderLayoutsReadAsTheCurrentOne) {
+  using nlohmann::json;
+  const json unet = {{"base_channels", 16}}, schedule = {{"steps", 1000}};
+  EXPECT_EQ(current_model_layout({{"unet", unet}, {"schedule", schedule}, {"dataset", "mnist"}}),
+            json({{"kind", "ddpm"}, {"config", {{"unet", unet}, {"schedule", schedule}}}, {"dataset", "mnist"}}));
+  EXPECT_EQ(current_model_layout({{"kind", "gsdm"}, {"problem", "sorting"}, {"problem_options", {{"size", 5}}},
+                                  {"model", {{"dim", 16}}}, {"schedule", schedule}, {"trained_steps", 7}}),
+            json({{"kind", "gsdm"},
+                  {"config", {{"problem", "sorting"}, {"problem_options", {{"size", 5}}},
+                              {"model", {{"dim", 16}}}, {"schedule", schedule}}},
+                  {"trained_steps", 7}}));
+  EXPECT_EQ(current_model_layout({{"problem", "sudoku"}, {"n", 3}, {"grids", "broad"}, {"model", {{"dim", 8}}}}),
+            json({{"kind", "sudoku"},
+                  {"config", {{"problem", "sudoku"}, {"n", 3}, {"grids", "broad"}, {"model", {{"dim", 8}}}}}}));
+  EXPECT_EQ(current_model_layout({{"kind", "difformer"}, {"model", {{"tau", 0.5}}}, {"dataset", "cora"}}),
+            json({{"kind", "difformer"}, {"config", {{"tau", 0.5}}}, {"dataset", "cora"}}));
+  EXPECT_EQ(current_model_layout({{"architecture", "lenet5"}, {"dataset", "mnist"}}),
+            json({{"kind", "classifier"}, {"config", {{"architecture", "lenet5"}}}, {"dataset", "mnist"}}));
+  // The current layout, and metadata of no model kind, are left as they are.
+  const json current = {{"kind", "ddpm"}, {"config", {{"unet", unet}}}, {"model", "x.pt"}};
+  EXPECT_EQ(current_model_layout(current), current);
+  EXPECT_EQ(current_model_layout({{"kind", "test"}, {"model", 1}}), json({{"kind", "test"}, {"model", 1}}));
+  EXPECT_EQ(current_model_layout(json::array()), json::array());
+}
+
+TEST(ModelFile, SavingWithoutAConfigIsAProgrammingError) {
+  const TemporaryDirectory directory;
+  torch::nn::Linear model(2, 2);
+  EXPECT_THROW_WITH(save_model_file(directory.file("m.pt"), "test", *model, {{"dataset", "x"}}),
+                    std::logic_error, "the metadata holds no \"config\"");
 }
 
 }  // namespace

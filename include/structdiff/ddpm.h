@@ -21,9 +21,9 @@ diffusion::ScheduleConfig default_schedule();
 struct Model {
   unet::UNet net{nullptr};
   diffusion::NoiseSchedule schedule{default_schedule()};
-  nlohmann::json metadata;  // {"unet": ..., "schedule": ..., plus whatever the trainer adds}
+  nlohmann::json metadata;  // {"config": {"unet": ..., "schedule": ...}, plus what the trainer adds}
 };
-// A fresh model; `metadata` needs "unet" and "schedule" (see model_metadata).
+// A fresh model; `metadata`'s "config" needs "unet" and "schedule" (see model_metadata).
 Model build_model(const nlohmann::json& metadata);
 nlohmann::json model_metadata(const unet::UNetConfig& unet, const diffusion::ScheduleConfig& schedule);
 

@@ -75,13 +75,15 @@ torch::Tensor predicted_class_histogram(Classifier& model, const torch::Tensor& 
 double frechet_distance(const torch::Tensor& features_a, const torch::Tensor& features_b);
 
 // Saves the weights with `metadata` (a JSON object, e.g. the dataset and test accuracy) through
-// train::save_checkpoint, atomically; adds "architecture": "lenet5".
+// train::save_checkpoint, atomically; its "config" is {"architecture": "lenet5"}.
 void save_classifier(const std::string& path, Classifier& model, const nlohmann::json& metadata);
 // Loads a classifier saved by save_classifier, in eval mode, leaving libtorch's default
 // generator as it was. Throws std::runtime_error naming the path when the file is missing,
 // damaged or not a classifier, and std::invalid_argument when `images` is not empty and the
 // classifier was trained on another dataset than the images it is to score ("mnist",
-// "fashion-mnist"; files that do not say are taken at their word).
-Classifier load_classifier(const std::string& path, const std::string& images = "");
+// "fashion-mnist"; files that do not say are taken at their word). `metadata`, if given, receives
+// the file's.
+Classifier load_classifier(const std::string& path, const std::string& images = "",
+                           nlohmann::json* metadata = nullptr);
 
 }  // namespace structdiff::eval

@@ -14,8 +14,13 @@
 
 namespace structdiff::train {
 
-// The model kind a file's metadata declares ("sudoku", "ddpm", "classifier", ...). Files written
-// before kinds were recorded are recognised by their configuration keys.
+// One layout for every model file's metadata: "kind" ("sudoku", "ddpm", "classifier", ...),
+// "config" (all that builds the model: what its loader reads) and, beside them, what the trainer
+// records (data, accuracies, steps). Every reader of a file's metadata gets this layout:
+// current_model_layout reads each older one (the configuration under "unet" or "model", or no
+// "kind" at all) as if written today, so shipped files keep loading.
+nlohmann::json current_model_layout(nlohmann::json metadata);
+// The kind `metadata` declares, or "unknown".
 std::string model_kind(const nlohmann::json& metadata);
 // Throws std::runtime_error unless `metadata` (read from `path`) is of `kind`, naming both.
 void require_model_kind(const nlohmann::json& metadata, const std::string& kind,
@@ -27,12 +32,13 @@ void require_model_kind(const nlohmann::json& metadata, const std::string& kind,
 nlohmann::json provenance();
 void set_run_description(const std::string& command_line, uint64_t seed);
 
-// What `structdiff model info` prints: kind, config (the metadata), provenance, step, parameter
-// count and "weights_sha256", a SHA-256 over the model's tensors (names, dtypes, shapes, bytes),
-// computed from the file alone.
+// What `structdiff model info` prints: kind, config, recorded (the rest of the metadata),
+// provenance, step, parameter count and "weights_sha256", a SHA-256 over the model's tensors
+// (names, dtypes, shapes, bytes), computed from the file alone.
 nlohmann::json model_info(const std::string& path);
-// Writes `model`'s weights with `metadata` (its configuration and what the caller records, e.g.
-// accuracies) plus "kind", atomically, in save_checkpoint's format.
+// Writes `model`'s weights with `metadata` (its "config" and what the caller records, e.g.
+// accuracies; std::logic_error without "config") plus "kind", atomically, in save_checkpoint's
+// format.
 void save_model_file(const std::string& path, const std::string& kind, torch::nn::Module& model,
                      nlohmann::json metadata);
 // Builds a model with `build` from the metadata of the model file at `path` and loads its
@@ -42,9 +48,8 @@ void save_model_file(const std::string& path, const std::string& kind, torch::nn
 nlohmann::json load_model_file(const std::string& path, const std::string& kind,
                                const std::function<torch::nn::Module&(const nlohmann::json&)>& build);
 
-// The pair above for a model built from its configuration alone (Tracformer, the UNN models): the
-// file's metadata keeps config() under "config" beside what the caller records. `Holder` is the
-// model's TORCH_MODULE holder; its configuration type converts to and from JSON.
+// The pair above for a model whose config() builds it alone (Tracformer, the UNN models, ...).
+// `Holder` is the model's TORCH_MODULE holder; its configuration type converts to and from JSON.
 template <typename Holder>
 void save_configured_model(const std::string& path, const std::string& kind, Holder& model,
                            nlohmann::json metadata) {

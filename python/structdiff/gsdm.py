@@ -101,7 +101,7 @@ def _check_arguments(config, structure, table_rows):
 
 
 class Gsdm(torch.nn.Module):
-    """config: a model file's "model" configuration; structure: torch.ops.structdiff.gsdm_structure
+    """config: a model file's config["model"]; structure: torch.ops.structdiff.gsdm_structure
     of its metadata (pattern and variable groups)."""
 
     def __init__(self, config, structure, table_rows):
@@ -144,7 +144,7 @@ class Gsdm(torch.nn.Module):
             raise ValueError(f"{path} is a {metadata.get('kind')!r} model file, not a GSDM one "
                              f"(kind {' or '.join(GSDM_KINDS)})")
         structure = _ops.gsdm_structure(json.dumps(metadata))
-        model = cls(metadata["model"], structure, state_dict["node_table.weight"].shape[0])
+        model = cls(metadata["config"]["model"], structure, state_dict["node_table.weight"].shape[0])
         model.load_state_dict(state_dict)
         model.metadata = metadata
         return model.eval()

@@ -22,12 +22,15 @@ def shipped(name):
 
 @pytest.mark.parametrize("name, kind", [
     ("sudoku9.pt", "sudoku"), ("sudoku9-gaussian.pt", "sudoku"), ("gsdm-sorting5.pt", "gsdm"), ("ddpm-fashion-mnist.pt", "ddpm"),
-    ("tracformer-kjv.pt", "tracformer"), ("unn-mnist.pt", "unn-conv"),
-    ("classifier-mnist.pt", "classifier"),
+    ("ddpm-mnist.pt", "ddpm"), ("tracformer-kjv.pt", "tracformer"), ("unn-mnist.pt", "unn-conv"),
+    ("unn-parser-en-partut.pt", "unn-parser"), ("classifier-mnist.pt", "classifier"),
+    ("classifier-fashion-mnist.pt", "classifier"),
 ])
 def test_every_shipped_model_loads_as_a_state_dict(name, kind):
     state_dict, metadata = structdiff.load_model_file(shipped(name))
-    assert metadata["kind"] == kind or (kind == "sudoku" and metadata.get("problem") == "sudoku")
+    # One layout whatever the file's age: the configuration that builds the model under "config".
+    assert metadata["kind"] == kind or (kind == "sudoku" and metadata["config"]["problem"] == "sudoku")
+    assert isinstance(metadata["config"], dict) and metadata["config"]
     assert state_dict and all(isinstance(t, torch.Tensor) for t in state_dict.values())
 
 
@@ -111,7 +114,7 @@ def test_export_writes_files_pytorch_reads_without_structdiff(tmp_path, fmt):
     assert set(tensors) == set(expected)
     for name, tensor in expected.items():
         assert torch.equal(tensors[name], tensor), name
-    model = Gsdm(metadata["model"], torch.ops.structdiff.gsdm_structure(json.dumps(metadata)),
+    model = Gsdm(metadata["config"]["model"], torch.ops.structdiff.gsdm_structure(json.dumps(metadata)),
                  tensors["node_table.weight"].shape[0])
     model.load_state_dict(tensors)
 

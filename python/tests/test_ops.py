@@ -196,7 +196,7 @@ def gsdm_calls():
     structure = torch.ops.structdiff.gsdm_structure(json.dumps(metadata))
     return [
         (Gsdm.from_model_file, dict(path=path)),
-        (Gsdm, dict(config=metadata["model"], structure=structure, table_rows=model.node_table.weight.shape[0])),
+        (Gsdm, dict(config=metadata["config"]["model"], structure=structure, table_rows=model.node_table.weight.shape[0])),
         (model.forward, dict(x_t=torch.randn(2, model.width), t=torch.tensor([3, 7]),
                              observed=torch.zeros(2, model.num_nodes, dtype=torch.bool))),
     ]

@@ -25,7 +25,7 @@ void run_info(const InfoCommand& c) {
   auto text = [](const nlohmann::json& value) { return value.is_string() ? value.get<std::string>() : value.dump(); };
   std::printf("file            %s\n", c.model_path.c_str());
   std::printf("kind            %s\n", text(info["kind"]).c_str());
-  std::printf("step            %s\n", text(info["step"]).c_str());
+  std::printf("step            %s\n", info["step"].is_null() ? "not recorded" : text(info["step"]).c_str());
   std::printf("parameters      %s\n", text(info["parameters"]).c_str());
   std::printf("weights_sha256  %s\n", text(info["weights_sha256"]).c_str());
   std::printf("resumable       %s\n", info["resumable"].get<bool>() ? "yes (optimizer and EMA state)" : "no (weights only)");
@@ -37,6 +37,7 @@ void run_info(const InfoCommand& c) {
     }
   }
   std::printf("config          %s\n", info["config"].dump().c_str());
+  std::printf("recorded        %s\n", info["recorded"].dump().c_str());
 }
 
 }  // namespace

@@ -4,8 +4,6 @@
 #include <chrono>
 #include <stdexcept>
 
-#include "structdiff/checkpoint.h"
-
 namespace structdiff::eval {
 namespace {
 
@@ -43,8 +41,8 @@ ClassifierTrainReport train_classifier_run(const ClassifierTrainRequest& request
 }
 
 ClassifierEvalReport evaluate_classifier_file(const ClassifierEvalRequest& request) {
-  const nlohmann::json metadata = train::read_checkpoint_metadata(request.model_path);
-  Classifier model = load_classifier(request.model_path);
+  nlohmann::json metadata;
+  Classifier model = load_classifier(request.model_path, "", &metadata);
   ClassifierEvalReport report;
   report.model_path = request.model_path;
   report.trained_on = metadata.value("dataset", std::string());

@@ -99,13 +99,14 @@ Classifier train_classifier(const data::ImageDataset& train_set,
 
 void save_classifier(const std::string& path, Classifier& model, const nlohmann::json& metadata) {
   nlohmann::json stored = metadata;
-  stored["architecture"] = kArchitecture;
+  stored["config"] = {{"architecture", kArchitecture}};
   train::save_model_file(path, "classifier", *model, stored);
 }
 
-Classifier load_classifier(const std::string& path, const std::string& images) {
+Classifier load_classifier(const std::string& path, const std::string& images,
+                           nlohmann::json* metadata) {
   Classifier model{nullptr};
-  train::load_model_file(path, "classifier", [&](const nlohmann::json& metadata) -> torch::nn::Module& {
+  nlohmann::json read = train::load_model_file(path, "classifier", [&](const nlohmann::json& metadata) -> torch::nn::Module& {
     const std::string trained_on = metadata.value("dataset", std::string());
     if (!images.empty() && !trained_on.empty() && trained_on != images) {
       throw std::invalid_argument(path + " classifies " + trained_on + " images; these are " +
@@ -114,6 +115,7 @@ Classifier load_classifier(const std::string& path, const std::string& images) {
     model = Classifier();
     return *model;
   });
+  if (metadata != nullptr) *metadata = std::move(read);
   return model;
 }
 

@@ -26,17 +26,17 @@ diffusion::ScheduleConfig default_schedule() {
 }
 
 nlohmann::json model_metadata(const unet::UNetConfig& unet, const diffusion::ScheduleConfig& schedule) {
-  return {{"kind", "ddpm"}, {"unet", unet},
-          {"schedule", schedule}};
+  return {{"kind", "ddpm"}, {"config", {{"unet", unet}, {"schedule", schedule}}}};
 }
 
 Model build_model(const nlohmann::json& metadata) {
-  if (!metadata.contains("unet") || !metadata.contains("schedule")) {
-    throw std::invalid_argument("not a DDPM model: its metadata lacks \"unet\" or \"schedule\"");
+  const nlohmann::json config = metadata.value("config", nlohmann::json::object());
+  if (!config.contains("unet") || !config.contains("schedule")) {
+    throw std::invalid_argument("not a DDPM model: its config lacks \"unet\" or \"schedule\"");
   }
   Model model;
-  model.net = unet::UNet(metadata.at("unet").get<unet::UNetConfig>());
-  model.schedule = diffusion::NoiseSchedule(metadata.at("schedule").get<diffusion::ScheduleConfig>());
+  model.net = unet::UNet(config.at("unet").get<unet::UNetConfig>());
+  model.schedule = diffusion::NoiseSchedule(config.at("schedule").get<diffusion::ScheduleConfig>());
   model.metadata = metadata;
   return model;
 }

@@ -96,7 +96,7 @@ nlohmann::json eval_record(const EvalRequest& request, const EvalReport& report)
   return {{"model", request.model_path},
           {"classifier", request.classifier_path},
           {"dataset", report.dataset},
-          {"attention", report.model.metadata.at("unet").at("attention")},
+          {"attention", report.model.metadata.at("config").at("unet").at("attention")},
           {"trained_steps", report.model.metadata.value("trained_steps", int64_t{0})},
           {"samples", request.sampling.count},
           {"ddim_steps", request.sampling.ddim_steps},

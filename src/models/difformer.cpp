@@ -61,14 +61,14 @@ void from_json(const nlohmann::json& j, DIFFormerOptions& o) {
 
 void save_model(const std::string& path, DIFFormer& model, const nlohmann::json& metadata) {
   nlohmann::json stored = metadata;
-  stored["model"] = model->options();
+  stored["config"] = model->options();
   train::save_model_file(path, "difformer", *model, stored);
 }
 
 DIFFormer load_model(const std::string& path) {
   DIFFormer model{nullptr};
   train::load_model_file(path, "difformer", [&](const nlohmann::json& metadata) -> torch::nn::Module& {
-    model = DIFFormer(metadata.at("model").get<DIFFormerOptions>());
+    model = DIFFormer(metadata.at("config").get<DIFFormerOptions>());
     return *model;
   });
   return model;

@@ -40,8 +40,8 @@ nlohmann::json start_from_model_file(const std::string& path, ProblemModel& trai
     refuse("it is a model of " + start.problem->name + ", this run trains " + trained.problem->name);
   }
   for (const char* part : {"problem_options", "model"}) {
-    const nlohmann::json theirs = start.metadata.value(part, nlohmann::json::object());
-    for (const auto& [key, value] : trained.metadata.at(part).items()) {
+    const nlohmann::json theirs = start.metadata.at("config").value(part, nlohmann::json::object());
+    for (const auto& [key, value] : trained.metadata.at("config").at(part).items()) {
       const nlohmann::json other = theirs.value(key, nlohmann::json());
       if (other != value) {
         refuse(std::string(part == std::string("model") ? "model " : "problem option ") + key +

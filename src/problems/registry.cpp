@@ -194,29 +194,31 @@ nlohmann::json problem_model_metadata(const Problem& problem, const ProblemOptio
                                       const GsdmConfig& config,
                                       const diffusion::ScheduleConfig& schedule) {
   return {{"kind", "gsdm"},
-          {"problem", problem.name},
-          {"problem_options", options},
-          {"model", config},
-          {"schedule", schedule}};
+          {"config",
+           {{"problem", problem.name},
+            {"problem_options", options},
+            {"model", config},
+            {"schedule", schedule}}}};
 }
 
 ProblemModel build_problem_model(const nlohmann::json& metadata) {
+  const nlohmann::json& config = metadata.at("config");
   ProblemModel built;
-  built.problem = &find_problem(metadata.at("problem").get<std::string>());
+  built.problem = &find_problem(config.at("problem").get<std::string>());
   // Files of kind "sudoku" (written by `sudoku train` before it became this problem's training)
   // name the block side "n" and the grids "grids".
-  if (metadata.contains("problem_options")) {
-    built.options = metadata.at("problem_options").get<ProblemOptions>();
+  if (config.contains("problem_options")) {
+    built.options = config.at("problem_options").get<ProblemOptions>();
   } else {
-    const int64_t n = metadata.at("n").get<int64_t>();
+    const int64_t n = config.at("n").get<int64_t>();
     built.options = ProblemOptions{{n * n}, true};
-    if (metadata.value("grids", std::string("broad")) == "pattern") built.options.variant = "pattern";
+    if (config.value("grids", std::string("broad")) == "pattern") built.options.variant = "pattern";
   }
   built.options = resolve_options(*built.problem, built.options);
   built.graph = built.problem->graph(built.options);
-  built.model = Gsdm(built.graph, metadata.at("model").get<GsdmConfig>());
+  built.model = Gsdm(built.graph, config.at("model").get<GsdmConfig>());
   built.schedule =
-      diffusion::NoiseSchedule(metadata.at("schedule").get<diffusion::ScheduleConfig>());
+      diffusion::NoiseSchedule(config.at("schedule").get<diffusion::ScheduleConfig>());
   built.metadata = metadata;
   return built;
 }

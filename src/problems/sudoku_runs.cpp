@@ -1,11 +1,43 @@
 #include "structdiff/sudoku_runs.h"
 
 #include <algorithm>
+#include <chrono>
 #include <random>
+#include <sstream>
+#include <stdexcept>
 #include <vector>
+
+#include "structdiff/runtime.h"
 
 namespace structdiff::sudoku {
 namespace {
+
+constexpr int64_t kMaxPuzzleFileBytes = int64_t{16} << 20;  // 200,000 9x9 puzzles
+
+// The puzzles of a request, each with the name an error message gives it.
+std::vector<std::pair<std::string, Grid>> read_puzzles(const SolveRequest& request) {
+  std::vector<std::pair<std::string, Grid>> puzzles;
+  for (const std::string& text : request.puzzles) puzzles.emplace_back("the puzzle given", parse(text));
+  if (request.file.empty()) return puzzles;
+  std::istringstream in(read_bounded(request.file, kMaxPuzzleFileBytes, "puzzle file"));
+  int line_number = 0;
+  for (std::string line; std::getline(in, line);) {
+    const std::string name = request.file + " line " + std::to_string(++line_number);
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      puzzles.emplace_back(name, parse(line));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(name + ": " + e.what());
+    }
+  }
+  return puzzles;
+}
+
+std::string listed(const std::vector<std::string>& names) {
+  std::string list;
+  for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+  return list;
+}
 
 Diversity measure_diversity(const TrainedModel& trained, const Grid& puzzle,
                             const EvalRequest& request) {
@@ -83,6 +115,61 @@ EvalReport evaluate_settings(const TrainedModel& trained, const EvalRequest& req
     score("unique, 17-25 givens (hard)", unique_puzzles(17, 25));
   }
   return report;
+}
+
+SolveReport solve_puzzles(const SolveRequest& request) {
+  const std::vector<std::pair<std::string, Grid>> puzzles = read_puzzles(request);
+  if (puzzles.empty()) throw std::invalid_argument("no puzzle given (PUZZLE or --file)");
+  TrainedModel trained = load_model(request.model_path);
+  const int side = trained.n * trained.n;
+  SolveReport report;
+  std::vector<Grid> solvable;
+  std::vector<size_t> solvable_index;
+  for (const auto& [name, puzzle] : puzzles) {
+    if (puzzle.n != trained.n) {
+      throw std::invalid_argument(name + ": the model solves " + std::to_string(side) + "x" +
+                                  std::to_string(side) + " puzzles, this one is " +
+                                  std::to_string(puzzle.side()) + "x" + std::to_string(puzzle.side()));
+    }
+    SolvedPuzzle solved{name, puzzle.n > 3 || count_solutions(puzzle, 1) > 0, {}};
+    if (solved.has_solution) {
+      solvable.push_back(puzzle);
+      solvable_index.push_back(report.puzzles.size());
+    }
+    report.puzzles.push_back(std::move(solved));
+  }
+  trained.model->to(request.device);
+  const auto started = std::chrono::steady_clock::now();
+  if (!solvable.empty()) {
+    const std::vector<Attempt> attempts =
+        solve_until_valid(trained, solvable, request.samples, request.sampling);
+    for (size_t k = 0; k < attempts.size(); ++k) report.puzzles[solvable_index[k]].attempt = attempts[k];
+  }
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return report;
+}
+
+int64_t SolveReport::solved() const {
+  return std::count_if(puzzles.begin(), puzzles.end(),
+                       [](const SolvedPuzzle& p) { return p.has_solution && p.attempt.valid > 0; });
+}
+
+std::string SolveReport::failures(int64_t samples) const {
+  std::vector<std::string> impossible, unsolved;
+  for (const SolvedPuzzle& puzzle : puzzles) {
+    if (!puzzle.has_solution) {
+      impossible.push_back(puzzle.name);
+    } else if (puzzle.attempt.valid == 0) {
+      unsolved.push_back(puzzle.name);
+    }
+  }
+  std::string text;
+  if (!impossible.empty()) text = listed(impossible) + " has no solution at all";
+  if (!unsolved.empty()) {
+    text += (text.empty() ? "" : "; ") + std::string("no valid solution in ") +
+            std::to_string(samples) + " sample(s) for " + listed(unsolved) + " (try more --samples)";
+  }
+  return text;
 }
 
 }  // namespace structdiff::sudoku

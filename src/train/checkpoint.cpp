@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -82,7 +83,8 @@ torch::Tensor read_tensor(torch::serialize::InputArchive& archive, const std::st
 
 nlohmann::json parse_metadata(torch::serialize::InputArchive& archive, const std::string& path) {
   try {
-    return nlohmann::json::parse(string_of(read_tensor(archive, kMetadataKey, path)));
+    return current_model_layout(
+        nlohmann::json::parse(string_of(read_tensor(archive, kMetadataKey, path))));
   } catch (const nlohmann::json::exception& error) {
     throw std::runtime_error("checkpoint " + path + " has malformed metadata: " + error.what());
   }
@@ -150,7 +152,7 @@ void save_checkpoint(const std::string& path, const CheckpointParts& parts) {
   if (parts.model == nullptr) {
     throw std::invalid_argument("save_checkpoint(" + path + "): no model given");
   }
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  std::ostringstream bytes;
   try {
     torch::serialize::OutputArchive archive;
     archive.write(kVersionKey, torch::tensor(kFormatVersion, torch::kLong));
@@ -179,13 +181,11 @@ void save_checkpoint(const std::string& path, const CheckpointParts& parts) {
     }
     archive.write(kStepKey, torch::tensor(parts.step, torch::kLong));
     archive.write(kMetadataKey, bytes_of(parts.metadata.dump()));
-    archive.save_to(temporary);
-    replace_file(temporary, path);
+    archive.save_to(bytes);
   } catch (const std::exception& error) {
-    std::error_code ignored;
-    std::filesystem::remove(temporary, ignored);
     throw std::runtime_error("cannot write checkpoint " + path + ": " + message_of(error));
   }
+  write_file_atomically(path, std::move(bytes).str());
 }
 
 nlohmann::json read_checkpoint_metadata(const std::string& path) {

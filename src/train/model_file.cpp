@@ -6,6 +6,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <torch/torch.h>
 #include <torch/version.h>
@@ -33,6 +34,9 @@ RunDescription& run_description() {
 
 void save_model_file(const std::string& path, const std::string& kind, torch::nn::Module& model,
                      nlohmann::json metadata) {
+  if (!metadata.contains("config")) {
+    throw std::logic_error("save_model_file(" + path + "): the metadata holds no \"config\"");
+  }
   metadata["kind"] = kind;
   CheckpointParts parts;
   parts.model = &model;
@@ -72,14 +76,68 @@ nlohmann::json provenance() {
           {"date", date}};
 }
 
+namespace {
+
+// The model kinds whose files have been written with their configuration elsewhere than under
+// "config", and how older files without a "kind" are recognised. Each older file is read as if
+// written today, so that every reader sees one layout.
+struct OlderLayout {
+  const char* kind;
+  // Keys whose values built the model, moved under "config" (or, for `whole_config`, the one key
+  // whose value was the configuration itself).
+  std::vector<const char*> config_keys;
+  const char* whole_config;
+  // Files written before "kind" was recorded: the key and value (empty: any) that identify it.
+  const char* identifying_key;
+  const char* identifying_value;
+};
+
+const std::vector<OlderLayout>& older_layouts() {
+  static const std::vector<OlderLayout> layouts = {
+      {"ddpm", {"unet", "schedule"}, nullptr, "unet", ""},
+      {"gsdm", {"problem", "problem_options", "model", "schedule"}, nullptr, nullptr, nullptr},
+      // `sudoku train`'s files, before Sudoku became a GSDM problem: the block side "n", "grids".
+      {"sudoku", {"problem", "n", "grids", "model", "schedule"}, nullptr, "problem", "sudoku"},
+      {"difformer", {}, "model", nullptr, nullptr},
+      {"classifier", {"architecture"}, nullptr, "architecture", "lenet5"},
+  };
+  return layouts;
+}
+
+}  // namespace
+
+nlohmann::json current_model_layout(nlohmann::json metadata) {
+  if (!metadata.is_object() || metadata.contains("config")) return metadata;
+  const auto& layouts = older_layouts();
+  auto layout = layouts.end();
+  if (metadata.contains("kind")) {
+    layout = std::find_if(layouts.begin(), layouts.end(),
+                          [&](const OlderLayout& l) { return metadata["kind"] == l.kind; });
+  } else {
+    layout = std::find_if(layouts.begin(), layouts.end(), [&](const OlderLayout& l) {
+      if (l.identifying_key == nullptr || !metadata.contains(l.identifying_key)) return false;
+      return *l.identifying_value == '\0' || metadata[l.identifying_key] == l.identifying_value;
+    });
+    if (layout != layouts.end()) metadata["kind"] = layout->kind;
+  }
+  if (layout == layouts.end()) return metadata;
+  nlohmann::json config = nlohmann::json::object();
+  if (layout->whole_config != nullptr && metadata.contains(layout->whole_config)) {
+    config = metadata[layout->whole_config];
+    metadata.erase(layout->whole_config);
+  }
+  for (const char* key : layout->config_keys) {
+    if (!metadata.contains(key)) continue;
+    config[key] = metadata[key];
+    metadata.erase(key);
+  }
+  metadata["config"] = std::move(config);
+  return metadata;
+}
+
 std::string model_kind(const nlohmann::json& metadata) {
-  if (!metadata.is_object()) return "unknown";
-  if (metadata.contains("kind") && metadata["kind"].is_string()) return metadata["kind"];
-  // Files written before the kind was recorded.
-  if (metadata.value("problem", "") == "sudoku") return "sudoku";
-  if (metadata.value("architecture", "") == "lenet5") return "classifier";
-  if (metadata.contains("unet")) return "ddpm";
-  return "unknown";
+  const auto kind = metadata.is_object() ? metadata.find("kind") : metadata.end();
+  return kind != metadata.end() && kind->is_string() ? kind->get<std::string>() : "unknown";
 }
 
 void require_model_kind(const nlohmann::json& metadata, const std::string& kind,
@@ -132,10 +190,6 @@ ModelTensors read_model_tensors(const std::string& path) {
   torch::serialize::InputArchive archive = open_checkpoint(path);
   ModelTensors model;
   model.metadata = parse_metadata(archive, path);
-  // Files written before kinds were recorded are recognised by their configuration, as everywhere.
-  if (model.metadata.is_object() && !model.metadata.contains("kind")) {
-    model.metadata["kind"] = model_kind(model.metadata);
-  }
   torch::serialize::InputArchive weights = read_part(archive, kModelKey, path, "model");
   for_each_tensor(weights, "", [&model](const std::string& name, const torch::Tensor& tensor) {
     model.tensors.emplace_back(name, tensor);
@@ -145,8 +199,13 @@ ModelTensors read_model_tensors(const std::string& path) {
 
 nlohmann::json model_info(const std::string& path) {
   torch::serialize::InputArchive archive = open_checkpoint(path);
-  nlohmann::json metadata = parse_metadata(archive, path);
-  if (metadata.is_object()) metadata.erase("data_rng");
+  nlohmann::json recorded = parse_metadata(archive, path);
+  nlohmann::json config = nullptr;
+  std::string kind = model_kind(recorded);
+  if (recorded.is_object()) {
+    if (recorded.contains("config")) config = recorded["config"];
+    for (const char* key : {"kind", "config", "data_rng"}) recorded.erase(key);
+  }
   torch::serialize::InputArchive model_archive = read_part(archive, kModelKey, path, "model");
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> digest(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   if (!digest || EVP_DigestInit_ex(digest.get(), EVP_sha256(), nullptr) != 1) {
@@ -163,21 +222,27 @@ nlohmann::json model_info(const std::string& path) {
     hex += byte;
   }
   nlohmann::json info{{"path", path},
-                      {"kind", model_kind(metadata)},
+                      {"kind", kind},
                       {"step", read_tensor(archive, kStepKey, path).item<int64_t>()},
-                      {"config", metadata},
+                      {"config", config},
+                      {"recorded", recorded},
                       {"weights_sha256", hex}};
   torch::Tensor count;
   info["parameters"] = archive.try_read(kParameterCountKey, count) ? nlohmann::json(count.item<int64_t>())
                                                                  : nlohmann::json(nullptr);
-  torch::Tensor recorded;
-  info["provenance"] = archive.try_read(kProvenanceKey, recorded)
-                           ? nlohmann::json::parse(string_of(recorded))
+  torch::Tensor provenance_bytes;
+  info["provenance"] = archive.try_read(kProvenanceKey, provenance_bytes)
+                           ? nlohmann::json::parse(string_of(provenance_bytes))
                            : nlohmann::json(nullptr);
   const std::vector<std::string> keys = archive.keys();
   auto holds = [&](const std::string& key) { return std::find(keys.begin(), keys.end(), key) != keys.end(); };
   // A checkpoint for --resume holds the optimizer and EMA state; a model file only the weights.
   info["resumable"] = holds(kOptimizerKey) && holds(kEmaKey);
+  // A model file's archive step is always 0: the step is the one its trainer recorded, if any.
+  if (!info["resumable"].get<bool>()) {
+    info["step"] = recorded.is_object() ? recorded.value("trained_steps", nlohmann::json(nullptr))
+                                        : nlohmann::json(nullptr);
+  }
   return info;
 }
 

@@ -64,13 +64,16 @@ void replace_file(const std::string& temporary, const std::string& path) {
 void write_file_atomically(const std::string& path, const std::string& bytes) {
   const std::string temporary = path + ".tmp." + std::to_string(::getpid());
   {
+    errno = 0;
     std::ofstream out(temporary, std::ios::binary);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     out.flush();
     if (!out) {
+      // The stream keeps no reason; errno holds the last system call's (ENOENT, ENOSPC, ...).
+      const std::string reason = errno != 0 ? std::strerror(errno) : "the write failed";
       std::error_code ignored;
       std::filesystem::remove(temporary, ignored);
-      throw std::runtime_error("cannot write " + path + " (disk full or not writable?)");
+      throw std::runtime_error("cannot write " + path + ": " + reason);
     }
   }
   replace_file(temporary, path);

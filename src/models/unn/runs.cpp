@@ -385,8 +385,23 @@ EvalReport evaluate_conv(const EvalRequest& request) {
   return report;
 }
 
-std::string model_kind_of(const std::string& path) {
-  return train::model_kind(train::read_checkpoint_metadata(path));
+// The UNN model kinds, each with its evaluation and whether it has class prototypes to generate.
+struct UnnKind {
+  const char* name;
+  EvalReport (*evaluate)(const EvalRequest&);
+  bool generates;
+};
+constexpr UnnKind kUnnKinds[] = {{"unn-attention", evaluate_attention, false},
+                                 {"unn-parser", evaluate_parser_file, false},
+                                 {"unn-conv", evaluate_conv, true}};
+
+const UnnKind& unn_kind_of(const std::string& path) {
+  const std::string kind = train::model_kind(train::read_checkpoint_metadata(path));
+  for (const UnnKind& entry : kUnnKinds) {
+    if (kind == entry.name) return entry;
+  }
+  throw std::runtime_error(path + " holds a model of kind '" + kind +
+                              "', not 'unn-conv', 'unn-attention' or 'unn-parser'");
 }
 
 }  // namespace
@@ -423,16 +438,13 @@ TrainReport train_task(const TrainRequest& request) {
 }
 
 EvalReport evaluate(const EvalRequest& request) {
-  const std::string kind = model_kind_of(request.model_path);
-  if (kind == "unn-attention") return evaluate_attention(request);
-  if (kind == "unn-parser") return evaluate_parser_file(request);
-  return evaluate_conv(request);
+  return unn_kind_of(request.model_path).evaluate(request);
 }
 
 GenerateReport generate(const GenerateRequest& request) {
-  const std::string kind = model_kind_of(request.model_path);
-  if (kind == "unn-attention" || kind == "unn-parser") {
-    throw std::invalid_argument(request.model_path + " holds a " + kind +
+  const UnnKind& kind = unn_kind_of(request.model_path);
+  if (!kind.generates) {
+    throw std::invalid_argument(request.model_path + " holds a " + kind.name +
                                 " model, which has no class prototypes (use unn eval)");
   }
   nlohmann::json metadata;
