@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """The learning curve of one `ddpm train` run as a PNG: training loss (mean over each
 validation interval) and the held-out loss (the EMA model's epsilon-MSE on the validation
-images) against the step.
+images) against the step. The log may be xz-compressed (LOG.jsonl.xz).
 
 Usage: scripts/ddpm_curve.py LOG.jsonl OUT.png
 """
 import json
+import lzma
 import sys
 
 import matplotlib
@@ -19,7 +20,7 @@ def main():
         sys.exit(__doc__)
     log, out = sys.argv[1:]
     train, held_out, window = [], [], []
-    for line in open(log):
+    for line in (lzma.open(log, "rt") if log.endswith(".xz") else open(log)):
         if not line.strip():
             continue
         record = json.loads(line)

@@ -289,11 +289,11 @@ TEST(Training, TinyModelLossFalls) {
   const HeldOutBatch held_out = make_held_out_batch(model, images.narrow(0, 0, 16), 0);
   const double initial = held_out_loss(model, held_out);
   TrainingOptions options;
-  options.steps = 150;
+  options.loop.steps = 150;
   options.batch = 16;
-  options.learning_rate = 3e-3;
-  options.ema_decay = 0.0;  // the averaged model is the trained one
-  options.show_progress = false;
+  options.loop.learning_rate = 3e-3;
+  options.loop.ema_decay = 0.0;  // the averaged model is the trained one
+  options.loop.show_progress = false;
   train(model, averaged, images, options, 0);
   const double trained = held_out_loss(averaged, held_out);
   EXPECT_LT(trained, 0.5 * initial) << "initial " << initial << ", trained " << trained;
@@ -313,17 +313,17 @@ TEST(Training, ResumeContinuesTheSameTrajectory) {
     Model averaged = tiny_model();
     TrainingOptions options;
     options.batch = 4;
-    options.learning_rate = 1e-3;
-    options.checkpoint_path = checkpoint;
-    options.resume = true;
-    options.show_progress = false;
+    options.loop.learning_rate = 1e-3;
+    options.loop.checkpoint_path = checkpoint;
+    options.loop.resume = true;
+    options.loop.show_progress = false;
     if (first_leg > 0) {
-      options.steps = first_leg;
+      options.loop.steps = first_leg;
       train(model, averaged, images, options, 7);
       torch::manual_seed(999);  // training draws nothing from the global generator
       model = tiny_model();
     }
-    options.steps = 4;
+    options.loop.steps = 4;
     const train::LoopResult result = train(model, averaged, images, options, 7);
     EXPECT_EQ(result.steps_done, 4);
     EXPECT_EQ(result.steps_this_run, 4 - first_leg);
@@ -388,9 +388,9 @@ TEST(DdpmTraining, DropoutDrawsNothingFromTheDefaultGenerator) {
     auto models = std::make_shared<std::pair<Model, Model>>(tiny_model(config), tiny_model(config));
     torch::manual_seed(default_seed);
     TrainingOptions options;
-    options.steps = 3;
+    options.loop.steps = 3;
     options.batch = 4;
-    options.show_progress = false;
+    options.loop.show_progress = false;
     train(models->first, models->second, images, options, /*data_seed=*/2);
     return models;
   };
@@ -411,11 +411,11 @@ TEST(DdpmTraining, HalfThenResumeEqualsStraightRunBitForBitWithFavorRedraws) {
     auto models = std::make_shared<std::pair<Model, Model>>(tiny_model(config), tiny_model(config));
     if (resume) torch::manual_seed(99);
     TrainingOptions options;
-    options.steps = steps;
+    options.loop.steps = steps;
     options.batch = 4;
-    options.show_progress = false;
-    options.checkpoint_path = directory.file(resume || steps == 3 ? "split.ckpt" : "straight.ckpt");
-    options.resume = resume;
+    options.loop.show_progress = false;
+    options.loop.checkpoint_path = directory.file(resume || steps == 3 ? "split.ckpt" : "straight.ckpt");
+    options.loop.resume = resume;
     train(models->first, models->second, images, options, /*data_seed=*/2);
     return models;
   };

@@ -144,15 +144,15 @@ TEST(GsdmOnGpuTraining, CheckpointsWrittenOnTheGpuLoadOnTheCpuAndResume) {
   };
   gsdm::TrainingOptions options;
   options.batch = 8;
-  options.steps = 6;
-  options.show_progress = false;
-  options.checkpoint_path = directory.file("run.pt");
+  options.loop.steps = 6;
+  options.loop.show_progress = false;
+  options.loop.checkpoint_path = directory.file("run.pt");
   gsdm::train(trained.model, averaged.model, trained.schedule, problem, options, 5);
 
   sudoku::TrainedModel on_cpu = tiny_sudoku();
   train::CheckpointParts parts;
   parts.model = on_cpu.model.get();
-  train::load_checkpoint(options.checkpoint_path, parts);
+  train::load_checkpoint(options.loop.checkpoint_path, parts);
   EXPECT_EQ(parts.step, 6);
   for (const auto& item : trained.model->named_parameters()) {
     EXPECT_TRUE(on_cpu.model->named_parameters()[item.key()].device().is_cpu());
@@ -160,8 +160,8 @@ TEST(GsdmOnGpuTraining, CheckpointsWrittenOnTheGpuLoadOnTheCpuAndResume) {
         << item.key();
   }
 
-  options.steps = 8;
-  options.resume = true;
+  options.loop.steps = 8;
+  options.loop.resume = true;
   const auto result =
       gsdm::train(trained.model, averaged.model, trained.schedule, problem, options, 5);
   EXPECT_EQ(result.steps_this_run, 2);

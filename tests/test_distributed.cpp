@@ -52,9 +52,9 @@ gsdm::TrainingProblem sudoku_problem() {
 gsdm::TrainingOptions options_for(int64_t steps) {
   gsdm::TrainingOptions options;
   options.batch = 8;
-  options.steps = steps;
-  options.learning_rate = 1e-3;
-  options.show_progress = false;
+  options.loop.steps = steps;
+  options.loop.learning_rate = 1e-3;
+  options.loop.show_progress = false;
   return options;
 }
 
@@ -85,7 +85,7 @@ torch::Tensor train_on_ranks(int world_size, gsdm::TrainingOptions options) {
       address.rank = rank;
       address.world_size = world_size;
       address.timeout = std::chrono::seconds(30);
-      options.ranks = train::Ranks::connect(address);
+      options.loop.ranks = train::Ranks::connect(address);
       sudoku::TrainedModel model = tiny_sudoku(), ema = tiny_sudoku();
       gsdm::train(model.model, ema.model, model.schedule, sudoku_problem(), options, 11);
       std::vector<torch::Tensor> weights;
@@ -126,11 +126,11 @@ TEST(DataParallel, TwoRanksWithHalfTheBatchEachEqualOneProcessWithAllOfIt) {
 TEST(DataParallel, ACheckpointOfTwoRanksResumesOnOne) {
   TemporaryDirectory scratch;
   gsdm::TrainingOptions first = options_for(4);
-  first.checkpoint_path = scratch.file("run.pt");
+  first.loop.checkpoint_path = scratch.file("run.pt");
   train_on_ranks(2, first);
   gsdm::TrainingOptions rest = options_for(8);
-  rest.checkpoint_path = first.checkpoint_path;
-  rest.resume = true;
+  rest.loop.checkpoint_path = first.loop.checkpoint_path;
+  rest.loop.resume = true;
   expect_close(train_alone(options_for(8)), train_alone(rest));
 }
 
@@ -154,7 +154,7 @@ TEST(DataParallel, ARankThatStopsMakesTheOthersFailInsteadOfHanging) {
       address.world_size = 2;
       address.timeout = std::chrono::seconds(5);
       gsdm::TrainingOptions options = options_for(steps);
-      options.ranks = train::Ranks::connect(address);
+      options.loop.ranks = train::Ranks::connect(address);
       sudoku::TrainedModel model = tiny_sudoku(), ema = tiny_sudoku();
       gsdm::train(model.model, ema.model, model.schedule, sudoku_problem(), options, 11);
     });

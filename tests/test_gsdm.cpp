@@ -462,17 +462,17 @@ TEST(GsdmTraining, ResumeContinuesTheSameTrajectory) {
     sudoku::TrainedModel a = sudoku::build_model(metadata), ema = sudoku::build_model(metadata);
     TrainingOptions options;
     options.batch = 8;
-    options.learning_rate = 1e-3;
-    options.checkpoint_path = checkpoint;
-    options.show_progress = false;
-    options.resume = true;
+    options.loop.learning_rate = 1e-3;
+    options.loop.checkpoint_path = checkpoint;
+    options.loop.show_progress = false;
+    options.loop.resume = true;
     if (first_leg > 0) {
-      options.steps = first_leg;
+      options.loop.steps = first_leg;
       train(a.model, ema.model, a.schedule, sudoku4_problem(metadata), options, 11);
       torch::manual_seed(12345);  // training draws nothing from the global generator
       a = sudoku::build_model(metadata);
     }
-    options.steps = 4;
+    options.loop.steps = 4;
     train(a.model, ema.model, a.schedule, sudoku4_problem(metadata), options, 11);
     return std::make_pair(a.model, ema.model);
   };
@@ -521,8 +521,8 @@ struct TinySudokuTraining {
   }
   void train(gsdm::TrainingOptions options) {
     options.batch = 8;
-    options.learning_rate = 1e-3;
-    options.show_progress = false;
+    options.loop.learning_rate = 1e-3;
+    options.loop.show_progress = false;
     gsdm::train(trained.model, averaged.model, trained.schedule, problem, options, /*data_seed=*/7);
   }
 };
@@ -530,9 +530,9 @@ struct TinySudokuTraining {
 TEST(GsdmTraining, ValidationLeavesTheTrainingTrajectoryAlone) {
   TinySudokuTraining quiet, validated;
   gsdm::TrainingOptions options;
-  options.steps = 6;
+  options.loop.steps = 6;
   quiet.train(options);
-  options.validate_every = 2;
+  options.loop.validate_every = 2;
   validated.train(options);
   expect_identical(*quiet.trained.model, *validated.trained.model);
 }
@@ -540,18 +540,18 @@ TEST(GsdmTraining, ValidationLeavesTheTrainingTrajectoryAlone) {
 TEST(GsdmTraining, HalfThenResumeEqualsStraightRunBitForBit) {
   TemporaryDirectory directory;
   gsdm::TrainingOptions options;
-  options.steps = 6;
-  options.validate_every = 2;
+  options.loop.steps = 6;
+  options.loop.validate_every = 2;
   TinySudokuTraining straight;
   straight.train(options);
 
-  options.checkpoint_path = directory.file("gsdm.ckpt");
-  options.steps = 3;
+  options.loop.checkpoint_path = directory.file("gsdm.ckpt");
+  options.loop.steps = 3;
   TinySudokuTraining{}.train(options);
   TinySudokuTraining resumed;
   torch::manual_seed(99);  // another process's default generator
-  options.steps = 6;
-  options.resume = true;
+  options.loop.steps = 6;
+  options.loop.resume = true;
   resumed.train(options);
   expect_identical(*straight.trained.model, *resumed.trained.model);
   expect_identical(*straight.averaged.model, *resumed.averaged.model);

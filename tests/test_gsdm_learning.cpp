@@ -27,11 +27,11 @@ TEST(GsdmLearning, Small4x4ModelSolvesMostPuzzles) {
     return gsdm::TrainingBatch{b.x0, b.observed};
   };
   gsdm::TrainingOptions options;
-  options.steps = 1000;
+  options.loop.steps = 1000;
   options.batch = 64;
-  options.learning_rate = 1e-3;
-  options.ema_decay = 0.99;
-  options.show_progress = false;
+  options.loop.learning_rate = 1e-3;
+  options.loop.ema_decay = 0.99;
+  options.loop.show_progress = false;
   gsdm::train(trained.model, averaged.model, trained.schedule, problem, options, /*data_seed=*/1);
 
   std::mt19937_64 rng(99);

@@ -364,8 +364,8 @@ TEST(ProblemTraining, TrainsARequestWithTheProblemsDefaultsAndStartsFromAFile) {
   request.dim = 16;
   request.blocks = 1;
   request.heads = 2;
-  request.training.steps = 3;
-  request.training.show_progress = false;
+  request.training.loop.steps = 3;
+  request.training.loop.show_progress = false;
   request.batch = 4;
   ProblemTrainReport first = train_problem(request);
   EXPECT_EQ(first.result.steps_done, 3);
@@ -377,9 +377,9 @@ TEST(ProblemTraining, TrainsARequestWithTheProblemsDefaultsAndStartsFromAFile) {
   TemporaryDirectory directory;
   save_problem_model(directory.file("first.pt"), first.averaged);
   request.init_from = directory.file("first.pt");
-  request.training.steps = 1;
+  request.training.loop.steps = 1;
   request.learning_rate = 1e-12;  // one step that moves nothing: the file's weights come out
-  request.training.warmup_steps = 0;
+  request.training.loop.warmup_steps = 0;
   ProblemTrainReport second = train_problem(request);
   EXPECT_EQ(second.averaged.metadata["initialised_from"]["trained_steps"], 3);
   for (size_t i = 0; i < first.averaged.model->parameters().size(); ++i) {
@@ -392,7 +392,7 @@ TEST(ProblemTraining, TrainsARequestWithTheProblemsDefaultsAndStartsFromAFile) {
   request.heads = 2;
   request.init_from.clear();
   request.stop = parse_stop_condition("accuracy>=1");
-  request.training.validate_every = 1;
+  request.training.loop.validate_every = 1;
   EXPECT_THROW_WITH(train_problem(request), std::invalid_argument,
                     "--stop-at: sorting has no validation metric 'accuracy'; it has");
   EXPECT_THROW_WITH(parse_stop_condition("rmse<0.1"), std::invalid_argument,
@@ -457,10 +457,10 @@ TEST(ProblemModel, TrainsOnANewSizePerBatchAndResumesBitForBit) {
     sized.metadata = model.metadata;
     add_training_batches(sized, model);
     TrainingOptions training;
-    training.steps = steps;
+    training.loop.steps = steps;
     training.batch = 2;
-    training.checkpoint_path = checkpoint;
-    training.resume = resume;
+    training.loop.checkpoint_path = checkpoint;
+    training.loop.resume = resume;
     train(model.model, averaged.model, model.schedule, sized, training, 9);
     EXPECT_EQ(model.model->structure(), model.model->home_structure());
     return model;

@@ -377,12 +377,12 @@ torch::Tensor repetitive_text(int64_t n) {
 
 TrainingOptions quick_options(int64_t steps) {
   TrainingOptions options;
-  options.steps = steps;
+  options.loop.steps = steps;
   options.batch = 8;
-  options.learning_rate = 3e-3;
-  options.warmup_steps = 0;
-  options.decay = train::LearningRateDecay::constant;  // so a run cut in two follows one schedule
-  options.show_progress = false;
+  options.loop.learning_rate = 3e-3;
+  options.loop.warmup_steps = 0;
+  options.loop.decay = train::LearningRateDecay::constant;  // so a run cut in two follows one schedule
+  options.loop.show_progress = false;
   options.spans = {0.5, 3, data::SpanDistribution::geometric, 3};
   return options;
 }
@@ -433,12 +433,12 @@ TEST(TracformerTraining, ResumeIsBitExact) {
   train_model(straight, straight_average, text, text, quick_options(6), {{"kind", "test"}}, 4);
 
   TrainingOptions half = quick_options(3);
-  half.checkpoint_path = directory.file("run.pt");
+  half.loop.checkpoint_path = directory.file("run.pt");
   Tracformer first(config), first_average(config);
   train_model(first, first_average, text, text, half, {{"kind", "test"}}, 4);
   TrainingOptions rest = quick_options(6);
-  rest.checkpoint_path = half.checkpoint_path;
-  rest.resume = true;
+  rest.loop.checkpoint_path = half.loop.checkpoint_path;
+  rest.loop.resume = true;
   Tracformer resumed(config), resumed_average(config);
   train_model(resumed, resumed_average, text, text, rest, {{"kind", "test"}}, 4);
   expect_identical(*straight, *resumed);

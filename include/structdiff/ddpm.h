@@ -67,7 +67,8 @@ std::string sampler_description(const SampleOptions& options);
 void save_model(const std::string& path, Model& model);
 Model load_model(const std::string& path);
 
-struct TrainingOptions : train::LoopOptions {
+struct TrainingOptions {
+  train::LoopOptions loop;  // its `ranks` too (null: one process)
   int64_t batch = 64;
 };
 // Trains on `images` ((N, C, H, W) in [0, 1]); each batch is drawn uniformly at random from the

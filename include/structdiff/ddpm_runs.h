@@ -20,7 +20,7 @@ struct TrainRequest {
   std::string data_dir;                   // "": the dataset's
   // The architecture; its image channels and size come from the dataset, its seed from `seed`.
   unet::UNetConfig unet;
-  TrainingOptions training;  // its `ranks` too (null: one process)
+  TrainingOptions training;
   // The training split's last images, never trained on, whose loss each validation logs.
   int64_t validation_images = 256;
   uint64_t seed = 0;

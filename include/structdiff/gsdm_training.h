@@ -24,9 +24,10 @@ struct TrainingBatch {
   std::shared_ptr<GsdmStructure> structure = nullptr;
 };
 
-struct TrainingOptions : train::LoopOptions {
-  TrainingOptions() { learning_rate = 2e-5; }  // the GSDM paper's rate
+struct TrainingOptions {
+  train::LoopOptions loop = default_loop();
   int64_t batch = 32;
+  static train::LoopOptions default_loop();  // the GSDM paper's rate, 2e-5
 };
 
 struct TrainingProblem {

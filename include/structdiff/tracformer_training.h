@@ -61,18 +61,15 @@ torch::Tensor masked_nll(Tracformer& model, const Batch& batch, at::Generator* d
 std::vector<train::LossPart> loss_parts(Tracformer model, const Batch& batch, at::Generator& noise,
                                         const std::vector<train::Shard>& parts);
 
-struct TrainingOptions : train::LoopOptions {
-  TrainingOptions() {
-    learning_rate = 1e-3;
-    weight_decay = 0.1;
-    warmup_steps = 100;
-    decay = train::LearningRateDecay::cosine;
-    ema_decay = 0.0;
-  }
+struct TrainingOptions {
+  train::LoopOptions loop = default_loop();
   int64_t batch = 32;
   Masking masking = Masking::spans;
   data::SpanMasking spans;
   int64_t validation_crops = 64;
+  // The loop's defaults for a Tracformer: rate 1e-3, weight decay 0.1, 100 warm-up steps, cosine
+  // decay, no EMA.
+  static train::LoopOptions default_loop();
 };
 
 // Throws std::invalid_argument unless `train_ids` holds at least one crop of the block size.

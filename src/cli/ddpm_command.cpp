@@ -50,7 +50,7 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
   request.unet.attention = unet::parse_attention(c.attention);
   request.unet.bottleneck_attention = unet::parse_attention(c.bottleneck_attention);
   request.seed = global.seed;
-  request.training.ranks = global.ranks;
+  request.training.loop.ranks = global.ranks;
   ddpm::TrainReport report = ddpm::train_model(request);
   if (!global.writes_outputs()) return;
   ddpm::save_model(c.out, report.averaged);
@@ -101,7 +101,7 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
 
 void add_train(CLI::App& ddpm, const GlobalOptions& global, Action& action) {
   auto t = std::make_shared<TrainCommand>();
-  t->request.training.steps = 10000;
+  t->request.training.loop.steps = 10000;
   CLI::App* train = ddpm.add_subcommand("train", "Train a DDPM U-Net on Fashion-MNIST or MNIST");
   train->add_option("--dataset", t->request.dataset, "fashion-mnist or mnist")
       ->check(CLI::IsMember(kDatasets))
@@ -136,7 +136,7 @@ void add_train(CLI::App& ddpm, const GlobalOptions& global, Action& action) {
   train->add_option("--groups", t->request.unet.groups, "GroupNorm groups")->check(positive())->capture_default_str();
   train->add_option("--dropout", t->request.unet.dropout, "Dropout in ResNet blocks")->capture_default_str();
   train->add_option("--batch", t->request.training.batch, "Batch size")->check(positive())->capture_default_str();
-  add_training_loop_options(*train, t->request.training);
+  add_training_loop_options(*train, t->request.training.loop);
   train->add_option("--validation-images", t->request.validation_images,
                     "Training images held out (the split's last ones, not trained on) whose loss each validation logs")
       ->check(positive())

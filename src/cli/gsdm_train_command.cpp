@@ -46,7 +46,7 @@ void register_gsdm_train(CLI::App& parent, const GlobalOptions& global, Action& 
   if (problem != nullptr) problem->required();
   if (!fixed_problem.empty()) t->out = fixed_problem + ".pt";
   add_gsdm_model_options(*train, t->model);
-  add_training_loop_options(*train, request.training, problem_check(request.problem, request.options));
+  add_training_loop_options(*train, request.training.loop, problem_check(request.problem, request.options));
   // The problem supplies these defaults (paper Table 2): --lr binds the request's optional.
   train->remove_option(train->get_option("--lr"));
   train->add_option("--lr", request.learning_rate, "AdamW learning rate (default: the problem's)")

@@ -124,7 +124,7 @@ void add_train(CLI::App& command, const GlobalOptions& global, Action& action) {
   train->add_option("--validation-crops", t->request.training.validation_crops, "Validation crops")
       ->check(positive())
       ->capture_default_str();
-  add_training_loop_options(*train, t->request.training);
+  add_training_loop_options(*train, t->request.training.loop);
   train->add_option("--out", t->out_path, "Model file to write")
       ->check(writable_file())
       ->required();

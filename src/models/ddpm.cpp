@@ -176,7 +176,7 @@ train::LoopResult train(Model& model, Model& averaged, const torch::Tensor& imag
     for (int64_t& index : indices) index = pick(rng);
     return data.index_select(0, torch::tensor(indices));
   };
-  train::check_even_split(options.batch, options.ranks);
+  train::check_even_split(options.batch, options.loop.ranks);
   // One part for the whole shard: FAVOR+ attention counts its training calls to redraw its
   // features, state that parts on several threads would race on. The dropout masks are drawn for
   // the shard's rows: with dropout, ranks train on other masks than one process would (without
@@ -197,7 +197,7 @@ train::LoopResult train(Model& model, Model& averaged, const torch::Tensor& imag
       return nlohmann::json{{"valid_loss", held_out_loss(averaged, *held_out)}};
     };
   }
-  return train::run_training(task, options, data_seed);
+  return train::run_training(task, options.loop, data_seed);
 }
 
 void write_image_grid(const std::string& path, const torch::Tensor& images, int64_t columns) {

@@ -42,7 +42,7 @@ TrainReport train_model(const TrainRequest& request) {
   TrainReport report{{}, build_model(metadata)};  // `averaged` receives the EMA weights
 
   const HeldOutBatch held_out = make_held_out_batch(model, held_out_images, /*seed=*/0);
-  const auto& ranks = request.training.ranks;
+  const auto& ranks = request.training.loop.ranks;
   if (!ranks || ranks->is_root()) {
     std::fprintf(stderr, "training a DDPM on %s (%ld images): %ld parameters, %s attention "
                  "(bottleneck %s), %d threads%s\n",

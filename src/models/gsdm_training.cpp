@@ -25,6 +25,12 @@ std::vector<train::LossPart> loss_parts(Gsdm model, const diffusion::NoiseSchedu
   return losses;
 }
 
+train::LoopOptions TrainingOptions::default_loop() {
+  train::LoopOptions loop;
+  loop.learning_rate = 2e-5;
+  return loop;
+}
+
 TrainingResult train(Gsdm model, Gsdm ema_model, const diffusion::NoiseSchedule& schedule,
                      const TrainingProblem& problem, const TrainingOptions& options,
                      uint64_t data_seed) {
@@ -45,7 +51,7 @@ TrainingResult train(Gsdm model, Gsdm ema_model, const diffusion::NoiseSchedule&
   train::LoopTask task;
   task.model = model.get();
   task.ema_model = ema_model.get();
-  train::check_even_split(options.batch, options.ranks);
+  train::check_even_split(options.batch, options.loop.ranks);
   task.loss_parts = [&](int64_t, std::mt19937_64& rng, at::Generator& noise,
                         const std::vector<train::Shard>& parts) {
     const TrainingBatch batch = problem.make_batch(options.batch, rng);
@@ -56,7 +62,7 @@ TrainingResult train(Gsdm model, Gsdm ema_model, const diffusion::NoiseSchedule&
   if (problem.validate) task.validate = [&] { return problem.validate(ema_model); };
   task.stop_after = problem.stop_after;
   task.metadata = problem.metadata;
-  TrainingResult result = train::run_training(task, options, data_seed);
+  TrainingResult result = train::run_training(task, options.loop, data_seed);
   model->use_structure(model->home_structure());
   return result;
 }

@@ -23,10 +23,10 @@ nlohmann::json training_record(const std::string& text_path, const TrainingOptio
           {"span_distribution",
            training.spans.distribution == data::SpanDistribution::geometric ? "geometric" : "logistic"},
           {"span_std", training.spans.stddev},
-          {"lr", training.learning_rate},
-          {"weight_decay", training.weight_decay},
-          {"warmup", training.warmup_steps},
-          {"lr_decay", training.decay == train::LearningRateDecay::cosine ? "cosine" : "constant"}};
+          {"lr", training.loop.learning_rate},
+          {"weight_decay", training.loop.weight_decay},
+          {"warmup", training.loop.warmup_steps},
+          {"lr_decay", training.loop.decay == train::LearningRateDecay::cosine ? "cosine" : "constant"}};
 }
 
 void print_what_trains(const TrainRequest& request, const Config& config, const data::TextSplits& splits,
@@ -107,7 +107,7 @@ TrainReport train_on_text(const TrainRequest& request) {
   training.masking = request.masking.value_or(config.architecture == Architecture::ar ? Masking::all
                                                                                       : Masking::spans);
   data::check_span_masking(training.spans);
-  train::check_loop_options(training);
+  train::check_loop_options(training.loop);
 
   const std::u32string text = data::read_text_file(request.text_path);
   const data::TextSplits splits = data::split_text(text);
@@ -128,9 +128,11 @@ TrainReport train_on_text(const TrainRequest& request) {
   // under cosine decay, whose rates depend on it: a constant-rate run can go on to more steps and
   // follow the same path as one run to that number from the start.
   nlohmann::json run = {{"kind", "tracformer-run"}, {"config", config}, {"training", report.metadata}};
-  if (training.decay == train::LearningRateDecay::cosine) run["training"]["train_steps"] = training.steps;
-  report.metadata["train_steps"] = training.steps;
-  training.progress_label = "tracformer train";
+  if (training.loop.decay == train::LearningRateDecay::cosine) {
+    run["training"]["train_steps"] = training.loop.steps;
+  }
+  report.metadata["train_steps"] = training.loop.steps;
+  training.loop.progress_label = "tracformer train";
   report.result = train_model(model, report.averaged, train_ids, validation_ids, training, run, request.seed);
   report.metadata = {{"training", report.metadata},
                      {"steps", report.result.steps_done},

@@ -160,6 +160,16 @@ void check_training_text(const torch::Tensor& train_ids, const Config& config) {
   }
 }
 
+train::LoopOptions TrainingOptions::default_loop() {
+  train::LoopOptions loop;
+  loop.learning_rate = 1e-3;
+  loop.weight_decay = 0.1;
+  loop.warmup_steps = 100;
+  loop.decay = train::LearningRateDecay::cosine;
+  loop.ema_decay = 0.0;
+  return loop;
+}
+
 train::LoopResult train_model(Tracformer model, Tracformer ema_model,
                               const torch::Tensor& train_ids, const torch::Tensor& validation_ids,
                               const TrainingOptions& options, const nlohmann::json& metadata,
@@ -174,7 +184,7 @@ train::LoopResult train_model(Tracformer model, Tracformer ema_model,
                      static_cast<double>(config.d_model * 3 * config.layers),
                  "training at this batch, block size, width and depth");
   std::vector<Batch> validation;
-  if (options.validate_every > 0 && validation_ids.size(0) > 0) {
+  if (options.loop.validate_every > 0 && validation_ids.size(0) > 0) {
     validation =
         evaluation_batches(validation_ids, config.block_size, options.validation_crops,
                            EvalMasking{options.spans, {}, {}, {}}, data_seed + 1, options.batch);
@@ -197,7 +207,7 @@ train::LoopResult train_model(Tracformer model, Tracformer ema_model,
               {"validation_chars", result.masked_chars}};
     };
   }
-  return train::run_training(task, options, data_seed);
+  return train::run_training(task, options.loop, data_seed);
 }
 
 // ---- evaluation ------------------------------------------------------------------------------

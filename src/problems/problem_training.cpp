@@ -103,8 +103,8 @@ ProblemTrainReport train_problem(const ProblemTrainRequest& request) {
   const Problem& problem = find_problem(request.problem);
   const ProblemOptions options = resolve_options(problem, request.options);
   TrainingOptions training = request.training;
-  training.ranks = request.ranks;
-  training.learning_rate = request.learning_rate.value_or(problem.learning_rate);
+  training.loop.ranks = request.ranks;
+  training.loop.learning_rate = request.learning_rate.value_or(problem.learning_rate);
   training.batch = request.batch.value_or(problem.batch);
   const bool root = !request.ranks || request.ranks->is_root();
 
@@ -131,7 +131,7 @@ ProblemTrainReport train_problem(const ProblemTrainRequest& request) {
   task.metadata = metadata;
   add_training_batches(task, trained);
   if (request.stop) {
-    if (training.validate_every == 0) throw std::invalid_argument("--stop-at needs --validate-every");
+    if (training.loop.validate_every == 0) throw std::invalid_argument("--stop-at needs --validate-every");
     // The metric's names, known before training from scoring the examples' own values.
     const nlohmann::json names = problem.score(trained.graph, options, validation, validation.x0);
     if (!names.contains(request.stop->metric)) {
