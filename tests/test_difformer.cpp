@@ -14,6 +14,7 @@
 #include "structdiff/difformer_training.h"
 #include "structdiff/checkpoint.h"
 #include "structdiff/model_file.h"
+#include "support/data.h"
 #include "support/expect_throw.h"
 #include "support/gradcheck.h"
 #include "support/temporary_files.h"
@@ -403,6 +404,53 @@ TEST(DIFFormerStudy, CitationDefaultsAndWhatTheRequestNames) {
   graph_on_gcn.use_graph = true;
   EXPECT_THROW_WITH(run_study(graph_on_gcn), std::invalid_argument,
                     "--use-graph adds a graph branch to attention models, not to gcn");
+}
+
+// The defaults the dataset decides for what the request leaves empty: CSBM the general ones,
+// Fashion-MNIST the authors' image setting, and what the request names wins; each of several runs
+// writes its own model file, which records the dataset.
+TEST(DIFFormerStudy, CsbmAndFashionMnistDefaultsAndOneModelFilePerRun) {
+  const TemporaryDirectory directory;
+  StudyRequest request;
+  request.architecture = "mlp";
+  request.runs = 2;
+  request.epochs = 1;
+  request.labels_per_class = 2;
+  request.validation = 20;
+  request.csbm.nodes = 100;
+  request.csbm.classes = 3;
+  request.training.show_progress = false;
+  request.out_path = directory.file("node-model.pt");
+  nlohmann::json config = run_study(request).record.at("config");
+  EXPECT_EQ(config.at("hidden"), 64);
+  EXPECT_DOUBLE_EQ(config.at("lr").get<double>(), 0.01);
+  EXPECT_DOUBLE_EQ(config.at("weight_decay").get<double>(), 5e-4);
+  EXPECT_EQ(config.at("value_projection"), false);
+  for (const char* run : {"node-model-run1.pt", "node-model-run2.pt"}) {
+    const nlohmann::json info = train::model_info(directory.file(run));
+    EXPECT_EQ(info.at("kind"), "difformer");
+    EXPECT_EQ(info.at("recorded").at("dataset"), "csbm");
+  }
+
+  SKIP_WITHOUT_DATA(std::string(data::kFashionMnistDirectory) + "/train-labels-idx1-ubyte.gz");
+  request.dataset = "fashion-mnist";
+  request.pool = 100;
+  request.runs = 1;
+  request.out_path.clear();
+  config = run_study(request).record.at("config");
+  EXPECT_EQ(config.at("hidden"), 300);
+  EXPECT_DOUBLE_EQ(config.at("lr").get<double>(), 5e-4);
+  EXPECT_DOUBLE_EQ(config.at("weight_decay").get<double>(), 0.1);
+  EXPECT_EQ(config.at("value_projection"), true);
+  request.hidden = 32;
+  request.learning_rate = 0.01;
+  request.weight_decay = 0;
+  request.value_projection = false;
+  config = run_study(request).record.at("config");
+  EXPECT_EQ(config.at("hidden"), 32);
+  EXPECT_DOUBLE_EQ(config.at("lr").get<double>(), 0.01);
+  EXPECT_DOUBLE_EQ(config.at("weight_decay").get<double>(), 0.0);
+  EXPECT_EQ(config.at("value_projection"), false);
 }
 
 }  // namespace structdiff::difformer

@@ -306,6 +306,32 @@ TEST(Gsdm, SudokuEvaluationScoresEachSettingInOrderAndRepeatsPerSeed) {
   EXPECT_EQ(run(), first);
 }
 
+// Each puzzle is scored by up to `samples` draws, and each row says how many it allowed and drew;
+// the puzzles come from the grids the request names, else from those the model trained on.
+TEST(Gsdm, SudokuEvaluationDrawsUpToKSamplesFromTheRequestedGrids) {
+  torch::manual_seed(7);
+  const sudoku::TrainedModel trained = sudoku::build_model(sudoku::model_metadata(
+      2, sudoku::GridFamily::pattern, small_config(), diffusion::ScheduleConfig{}));
+  sudoku::EvalRequest request;
+  request.count = 2;
+  request.diversity_samples = 2;
+  request.samples = 3;
+  request.sampling.ddim_steps = 2;
+  request.sampling.generator = at::make_generator<at::CPUGeneratorImpl>(1);
+  EXPECT_EQ(sudoku::puzzle_grids(trained, request), sudoku::GridFamily::pattern);
+  const sudoku::EvalReport report = sudoku::evaluate_settings(trained, request);
+  EXPECT_EQ(report.grids, sudoku::GridFamily::pattern);
+  for (const nlohmann::json& row : report.rows) {
+    if (row.at("setting") == "diversity") continue;
+    EXPECT_EQ(row.at("grids"), "pattern");
+    EXPECT_EQ(row.at("max_samples"), 3);
+    EXPECT_GE(row.at("samples_per_puzzle").get<double>(), 1.0);
+    EXPECT_LE(row.at("samples_per_puzzle").get<double>(), 3.0);
+  }
+  request.grids = sudoku::GridFamily::broad;
+  EXPECT_EQ(sudoku::puzzle_grids(trained, request), sudoku::GridFamily::broad);
+}
+
 // `sudoku solve` as a library call: puzzles from the request and a file, named in every message;
 // a puzzle without any solution draws no sample; a complete grid is solved as given.
 TEST(Gsdm, SolvePuzzlesNamesEachPuzzleAndReportsWhatFailed) {

@@ -312,6 +312,16 @@ TEST(MaskedSamplers, RefuseTheGaussianProcessesSamplersAndBadOptions) {
                     std::invalid_argument, "temperature must be finite and >= 0");
 }
 
+// A request for the model's default sampler runs the process's own; any other runs as named.
+TEST(MaskedSamplers, TheModelsDefaultIsAdaptiveForMaskedAndDdimForGaussian) {
+  EXPECT_EQ(resolve_sampler(Sampler::model_default, DiffusionProcess::masked), Sampler::adaptive);
+  EXPECT_EQ(resolve_sampler(Sampler::model_default, DiffusionProcess::gaussian), Sampler::ddim);
+  for (const Sampler named : {Sampler::ancestral, Sampler::ddim, Sampler::adaptive}) {
+    EXPECT_EQ(resolve_sampler(named, DiffusionProcess::masked), named);
+    EXPECT_EQ(resolve_sampler(named, DiffusionProcess::gaussian), named);
+  }
+}
+
 // A graph of continuous variables only: the masked process is the Gaussian one, bit for bit.
 TEST(MaskedProcess, WithoutDiscreteVariablesGaussianBehaviourIsKeptBitForBit) {
   graph::GraphicalModel graph;

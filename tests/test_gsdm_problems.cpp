@@ -399,6 +399,33 @@ TEST(ProblemTraining, TrainsARequestWithTheProblemsDefaultsAndStartsFromAFile) {
                     "--stop-at takes METRIC>=LEVEL or METRIC<=LEVEL");
 }
 
+// A mask ablation is part of the model's configuration: the model file records the rule and its
+// seed, so the loaded model attends through the same mask; dense attention refuses a rule it
+// would ignore.
+TEST(ProblemModel, AMaskAblationIsRecordedAndTheLoadedModelRebuildsItsMask) {
+  ProblemTrainRequest request;
+  request.problem = "sorting";
+  request.options.size = {3};
+  request.model = tiny_config(EmbeddingKind::exchangeable);
+  request.model.mask = {graph::MaskRule::random, 4};
+  request.training.loop.steps = 2;
+  request.training.loop.show_progress = false;
+  request.batch = 2;
+  ProblemTrainReport report = train_problem(request);
+  TemporaryDirectory directory;
+  save_problem_model(directory.file("sorting-random.pt"), report.averaged);
+  const ProblemModel loaded = load_problem_model(directory.file("sorting-random.pt"));
+  EXPECT_EQ(loaded.model->config().mask.rule, graph::MaskRule::random);
+  EXPECT_EQ(loaded.model->config().mask.seed, 4u);
+  EXPECT_EQ(loaded.model->pattern(), loaded.graph.compile({graph::MaskRule::random, 4}));
+  EXPECT_FALSE(loaded.model->pattern() == loaded.graph.compile());
+
+  request.model.attention = Mechanism::dense;
+  request.model.mask = {graph::MaskRule::non_symmetrised, 1};
+  EXPECT_THROW_WITH(train_problem(request), std::invalid_argument,
+                    "dense attention uses no mask, so mask rule non-symmetrised has no effect");
+}
+
 // Size generalisation without copies: the model on another size's structure computes exactly
 // what a model built at that size computes with the same parameters.
 TEST(ProblemModel, AnotherSizesStructureEqualsAModelBuiltAtThatSize) {

@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include "structdiff/attention_workloads.h"
+#include "support/expect_throw.h"
 #include "support/gradcheck.h"
 #include "support/pattern_rows.h"
 #include "support/temporary_files.h"
@@ -517,6 +519,21 @@ TEST(PatternImage, Errors) {
                     "write_png: max_side must be >= 1, got 0");
   EXPECT_THROW_WITH(patterns::full(0, 4).write_png(missing_dir), std::invalid_argument,
                     "cannot write an empty 0x4 pattern");
+}
+
+// Each named workload holds its patterns and the shapes it runs at; a name outside the list is
+// named with the list.
+TEST(AttentionWorkloads, EveryNamedWorkloadHasPatternsAndAnUnknownOneIsNamed) {
+  for (const std::string& name : attention_workload_names()) {
+    const AttentionWorkload workload = make_attention_workload(name, 1);
+    EXPECT_EQ(workload.name, name);
+    ASSERT_FALSE(workload.patterns.empty()) << name;
+    EXPECT_GT(workload.patterns.front().num_entries(), 0) << name;
+    EXPECT_GT(workload.batch * workload.heads * workload.head_dim, 0) << name;
+  }
+  EXPECT_EQ(make_attention_workload("sudoku9", 1).patterns.front().num_entries(), 81 * 21);
+  EXPECT_THROW_WITH(make_attention_workload("sudoku8", 1), std::invalid_argument,
+                    "unknown attention workload 'sudoku8' (choose sudoku9, gsdm-sudoku9");
 }
 
 }  // namespace

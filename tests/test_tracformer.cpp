@@ -565,5 +565,39 @@ TEST(TracformerRuns, TrainEvaluateAndInfillAFile) {
   EXPECT_THROW_WITH(infill_text(fill), std::invalid_argument, "--mask range '10:13' is not A:B");
 }
 
+// A constant-rate run resumed with more steps ends where one run to that number ends (the
+// Tracformer study extends and splits its runs so); under cosine decay, whose rates depend on the
+// number of steps, resuming with another number or another decay is refused.
+TEST(TracformerRuns, AConstantRateRunGoesOnToMoreStepsACosineOneDoesNot) {
+  const TemporaryDirectory directory;
+  TrainRequest request;
+  request.text_path = text_file_of_blocks(directory, 60);
+  request.config = tiny(Architecture::tracformer);
+  request.seed = 2;
+  request.training = quick_options(4);
+  TrainReport straight = train_on_text(request);
+  request.training.loop.checkpoint_path = directory.file("extended.ckpt");
+  request.training.loop.steps = 2;
+  train_on_text(request);
+  request.training.loop.steps = 4;
+  request.training.loop.resume = true;
+  TrainReport extended = train_on_text(request);
+  EXPECT_EQ(extended.result.steps_this_run, 2);  // resumed at step 2, not started afresh
+  expect_identical(*straight.averaged, *extended.averaged);
+
+  request.training.loop.decay = train::LearningRateDecay::cosine;
+  request.training.loop.checkpoint_path = directory.file("cosine.ckpt");
+  request.training.loop.steps = 2;
+  request.training.loop.resume = false;
+  train_on_text(request);
+  request.training.loop.steps = 4;
+  request.training.loop.resume = true;
+  EXPECT_THROW_WITH(train_on_text(request), std::invalid_argument,
+                    "training.train_steps is 2 in the checkpoint but 4 in this run");
+  request.training.loop.decay = train::LearningRateDecay::constant;
+  EXPECT_THROW_WITH(train_on_text(request), std::invalid_argument,
+                    "training.lr_decay is \"cosine\" in the checkpoint");
+}
+
 }  // namespace
 }  // namespace structdiff::tracformer

@@ -527,6 +527,7 @@ TEST(ProgressBar, FormatsDurations) {
 TEST(EnumNames, ParseNameChoicesAndTheOneWording) {
   EXPECT_EQ(parse_learning_rate_decay("constant"), LearningRateDecay::constant);
   EXPECT_EQ(parse_learning_rate_decay("cosine"), LearningRateDecay::cosine);
+  EXPECT_EQ(learning_rate_decay_name(LearningRateDecay::cosine), "cosine");
   enum class Colour { red, green, blue };
   const auto names = enum_names<Colour>(
       "colour", {{Colour::red, "red"}, {Colour::green, "green"}, {Colour::blue, "blue"}});

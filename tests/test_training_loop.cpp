@@ -5,6 +5,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <set>
 #include <string>
@@ -18,6 +19,7 @@
 
 #include "structdiff/best_weights.h"
 #include "structdiff/checkpoint.h"
+#include "structdiff/model_export.h"
 #include "structdiff/model_file.h"
 #include "support/expect_throw.h"
 #include "support/temporary_files.h"
@@ -485,6 +487,42 @@ TEST(ModelFile, SavingWithoutAConfigIsAProgrammingError) {
   torch::nn::Linear model(2, 2);
   EXPECT_THROW_WITH(save_model_file(directory.file("m.pt"), "test", *model, {{"dataset", "x"}}),
                     std::logic_error, "the metadata holds no \"config\"");
+}
+
+// safetensors as its specification lays it out: the header's length in 8 little-endian bytes,
+// the header (padded to 8), each tensor's bytes at its offsets; the file's metadata in the header.
+TEST(ModelExport, SafetensorsHoldEveryTensorAtItsOffsetsAndTheMetadata) {
+  const TemporaryDirectory directory;
+  torch::manual_seed(0);
+  torch::nn::Linear model(3, 2);
+  save_model_file(directory.file("m.pt"), "test", *model, {{"config", {{"in", 3}}}});
+  const ExportReport report =
+      export_model(directory.file("m.pt"), ExportFormat::safetensors, directory.file("m.safetensors"));
+  EXPECT_EQ(report.tensors, 2);
+  EXPECT_EQ(report.values, 3 * 2 + 2);
+  EXPECT_EQ(report.kind, "test");
+  std::ifstream in(directory.file("m.safetensors"), std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  uint64_t length = 0;
+  for (int i = 0; i < 8; ++i) length |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
+  ASSERT_EQ(length % 8, 0u);
+  const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, length));
+  EXPECT_EQ(nlohmann::json::parse(header.at("__metadata__").at("structdiff").get<std::string>()).at("kind"),
+            "test");
+  for (const auto& item : model->named_parameters()) {
+    const std::string& name = item.key();
+    const torch::Tensor& tensor = item.value();
+    const nlohmann::json& entry = header.at(name);
+    EXPECT_EQ(entry.at("dtype"), "F32");
+    EXPECT_EQ(entry.at("shape").get<std::vector<int64_t>>(), tensor.sizes().vec());
+    const auto begin = entry.at("data_offsets")[0].get<size_t>(), end = entry.at("data_offsets")[1].get<size_t>();
+    ASSERT_EQ(end - begin, static_cast<size_t>(tensor.nbytes()));
+    const torch::Tensor read =
+        torch::from_blob(const_cast<char*>(bytes.data()) + 8 + length + begin, tensor.sizes(), torch::kFloat).clone();
+    EXPECT_TRUE(torch::equal(read, tensor)) << name;
+  }
+  EXPECT_THROW_WITH(parse_export_format("onnx"), std::invalid_argument,
+                    "unknown export format 'onnx' (choose safetensors or torch)");
 }
 
 }  // namespace

@@ -39,6 +39,15 @@ TEST(UnnRuns, TaskNamesRoundTripAndAnUnknownOneIsNamed) {
                     "unknown UNN task 'parse-tree' (choose mnist-conv, fashion-conv, attention or parse)");
 }
 
+// A request may name every schedule but "explicit", which is a network's own order.
+TEST(UnnRuns, ScheduleChoicesAreTheNamedOrdersButExplicit) {
+  EXPECT_EQ(unn::schedule_choices(),
+            (std::vector<std::string>{"forward", "forward-backward", "random", "jacobi"}));
+  for (const std::string& name : unn::schedule_choices()) {
+    EXPECT_EQ(unn::schedule_name(unn::parse_schedule(name)), name);
+  }
+}
+
 // The attention task's defaults (batch 256, lr 1e-4, 150,000 steps) give way to the request's
 // choices; the file it writes records them and evaluates with a non-increasing energy.
 TEST(UnnRuns, AttentionTaskTrainsWithTheRequestsChoicesAndEvaluates) {

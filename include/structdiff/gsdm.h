@@ -207,6 +207,8 @@ enum class Sampler { model_default, ancestral, ddim, adaptive };
 Sampler parse_sampler(const std::string& name);  // "" (model_default) | "ancestral" | "ddim" | "adaptive"
 std::vector<std::string> sampler_names();  // without ""
 std::string sampler_name(Sampler sampler);
+// The sampler that runs: `requested`, or for model_default the process's own.
+Sampler resolve_sampler(Sampler requested, DiffusionProcess process);
 // The adaptive sampler's confidence in a variable: the probability of the value it takes, or its
 // margin over the most probable other value (at temperature 0 the top-two margin; negative for a
 // draw that is not the most probable value, so such a draw is decided last). by_temperature:

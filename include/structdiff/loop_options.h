@@ -16,6 +16,7 @@ class Ranks;
 enum class LearningRateDecay { constant, cosine };
 LearningRateDecay parse_learning_rate_decay(const std::string& name);  // "constant" | "cosine"
 std::vector<std::string> learning_rate_decay_names();
+std::string learning_rate_decay_name(LearningRateDecay decay);
 // The learning rate at 0-based `step` of `total_steps`: linear warm-up over `warmup_steps`, then
 // constant or cosine decay to zero at `total_steps`. A function of the step alone, so a resumed
 // run follows the same schedule.

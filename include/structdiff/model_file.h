@@ -33,8 +33,10 @@ nlohmann::json provenance();
 void set_run_description(const std::string& command_line, uint64_t seed);
 
 // What `structdiff model info` prints: kind, config, recorded (the rest of the metadata),
-// provenance, step, parameter count and "weights_sha256", a SHA-256 over the model's tensors
-// (names, dtypes, shapes, bytes), computed from the file alone.
+// provenance, parameter count, "resumable" (a checkpoint for --resume), "step" (a checkpoint's
+// step; for a model file the trainer's recorded "trained_steps", null where it recorded none) and
+// "weights_sha256", a SHA-256 over the model's tensors (names, dtypes, shapes, bytes), computed
+// from the file alone.
 nlohmann::json model_info(const std::string& path);
 // Writes `model`'s weights with `metadata` (its "config" and what the caller records, e.g.
 // accuracies; std::logic_error without "config") plus "kind", atomically, in save_checkpoint's

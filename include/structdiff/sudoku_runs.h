@@ -73,6 +73,9 @@ struct EvalReport {
   nlohmann::json rows;                   // one object per setting and the diversity, in run order
 };
 
+// The grids the request's puzzles come from: request.grids, or those the model trained on.
+GridFamily puzzle_grids(const TrainedModel& trained, const EvalRequest& request);
+
 // The puzzles of each setting are drawn from request.seed in a fixed order, so equal seeds score
 // equal puzzles across models and runs.
 EvalReport evaluate_settings(const TrainedModel& trained, const EvalRequest& request);

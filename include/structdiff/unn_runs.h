@@ -25,11 +25,17 @@ Task parse_task(const std::string& name);  // "mnist-conv", "fashion-conv", "att
 std::string task_name(Task task);
 const std::vector<std::string>& task_names();
 
+// The update orders a request can name ("explicit" is a network's own order, not a choice).
+const std::vector<std::string>& schedule_choices();
+// The update order of conv classification and attention filling when a request names none.
+constexpr Schedule kDefaultSchedule = Schedule::forward;
+
 struct TrainRequest {
   Task task = Task::mnist_conv;
   std::string out_path;  // the model file it writes
   int64_t iterations = 1;  // k
-  // The update order: a conv model's when classifying, the attention model's; default forward.
+  // The update order: a conv model's when classifying, the attention model's; default
+  // kDefaultSchedule.
   // The parse task's order is fixed (H, M, then Y), so it refuses one.
   std::optional<Schedule> schedule;
   // The loop; the settings left empty here take the task's defaults: conv, the paper's 2,750

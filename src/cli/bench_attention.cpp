@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "cli/attention_workloads.h"
 #include "cli/command.h"
+#include "structdiff/attention_workloads.h"
 #include "structdiff/attention_measure.h"
 #include "structdiff/mechanism_registry.h"
 

@@ -1,20 +1,13 @@
 // `structdiff bench ddpm`: training steps/s and peak memory of the DDPM U-Net against batch size
 // for each attention mechanism (the Performer report's Figure 1), in one run.
-#include <algorithm>
 #include <cstdio>
-#include <limits>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <ATen/CPUGeneratorImpl.h>
-#include <torch/torch.h>
 
 #include "cli/command.h"
-#include "structdiff/ddpm.h"
-#include "structdiff/random.h"
-#include "structdiff/runtime.h"
-#include "structdiff/training_loop.h"
+#include "structdiff/ddpm_bench.h"
 
 namespace structdiff::cli {
 namespace {
@@ -49,52 +42,6 @@ std::vector<Variant> variants(const BenchDdpmOptions& o) {
     }
   }
   return chosen;
-}
-
-struct Measurement {
-  double ms = 0, peak_mb = 0;
-};
-
-// Steps of the one training loop (forward, backward, clipping, AdamW, EMA) on one fixed batch:
-// a warm-up step, then at least o.min_reps more until o.max_seconds have passed. The peak spans
-// the whole run; it is reached in the first step, which allocates the optimizer's state.
-Measurement measure(const unet::UNetConfig& config, int64_t batch, const BenchDdpmOptions& o,
-                    uint64_t seed) {
-  const nlohmann::json metadata = ddpm::model_metadata(config, ddpm::default_schedule());
-  const auto build = [&] {
-    DefaultGeneratorGuard seeded(seed);  // the bench's initial weights
-    return ddpm::build_model(metadata);
-  };
-  ddpm::Model model = build(), averaged = build();
-  const torch::Tensor images = ddpm::to_model_space(
-      random::uniform({batch, config.image_channels, config.image_size, config.image_size},
-                      at::make_generator<at::CPUGeneratorImpl>(seed), torch::kFloat));
-  std::vector<double> step_ms;
-  double measured_seconds = 0;
-  train::LoopTask task;
-  task.model = model.net.ptr().get();
-  task.ema_model = averaged.net.ptr().get();
-  task.loss = [&](int64_t, std::mt19937_64&, at::Generator& noise) {
-    return ddpm::training_loss(model, images, noise);
-  };
-  task.on_step = [&](int64_t step, double seconds) {
-    if (step == 1) return true;
-    step_ms.push_back(1e3 * seconds);
-    measured_seconds += seconds;
-    return static_cast<int>(step_ms.size()) < std::max(o.min_reps, 1) || measured_seconds < o.max_seconds;
-  };
-  train::LoopOptions loop;
-  loop.steps = std::numeric_limits<int64_t>::max();
-  loop.show_progress = false;
-  Measurement result;
-  {
-    PeakMemoryTracker tracker;
-    train::run_training(task, loop, seed);
-    result.peak_mb = static_cast<double>(tracker.peak_bytes()) / (1024.0 * 1024.0);
-  }
-  std::sort(step_ms.begin(), step_ms.end());
-  result.ms = step_ms[step_ms.size() / 2];
-  return result;
 }
 
 void run(const BenchDdpmOptions& o, const GlobalOptions& global) {
@@ -135,7 +82,8 @@ void run(const BenchDdpmOptions& o, const GlobalOptions& global) {
         rows.push_back(row);
         continue;
       }
-      const Measurement m = measure(config, batch, o, global.seed);
+      const ddpm::StepTiming m =
+          ddpm::training_step_timing(config, batch, o.min_reps, o.max_seconds, global.seed);
       previous_mb = m.peak_mb;
       previous_batch = batch;
       std::printf("%-19s %6ld %10.1f %9.2f %10.1f\n", variant.label().c_str(), static_cast<long>(batch),

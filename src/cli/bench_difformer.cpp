@@ -1,20 +1,15 @@
 // `structdiff bench difformer`: forward + backward time and peak memory of one DIFFormerConv layer
 // against the number of instances N, with the log-log slope that tells linear from quadratic.
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <nlohmann/json.hpp>
-#include <torch/torch.h>
 
 #include "cli/command.h"
-#include "structdiff/difformer.h"
-#include "structdiff/random.h"
-#include "structdiff/runtime.h"
+#include "structdiff/difformer_bench.h"
 #include "structdiff/timing.h"
 
 namespace structdiff::cli {
@@ -35,60 +30,6 @@ std::vector<int64_t> default_nodes(const std::string& kernel) {
   return {1000, 3000, 10000, 30000};
 }
 
-struct Measurement {
-  double ms = 0, peak_mb = 0;
-};
-
-
-Measurement measure(const std::string& kernel, int64_t nodes, const BenchDifformerOptions& o,
-                    uint64_t seed) {
-  DefaultGeneratorGuard seeded(seed);  // the bench's initial weights
-  difformer::ConvOptions conv_options;
-  conv_options.dim = o.dim;
-  conv_options.diffusivity =
-      kernel == "simple" ? difformer::Diffusivity::simple : difformer::Diffusivity::sigmoid;
-  difformer::DIFFormerConv conv(conv_options);
-  torch::Tensor z =
-      random::normal({nodes, o.dim}, at::make_generator<at::CPUGeneratorImpl>(seed), torch::kFloat)
-          .requires_grad_(true);
-  std::vector<torch::Tensor> leaves = conv->parameters();
-  leaves.push_back(z);
-  auto step = [&] {
-    for (torch::Tensor& leaf : leaves) leaf.mutable_grad() = torch::Tensor();
-    conv->forward(z).sum().backward();
-  };
-
-  Measurement result;
-  step();  // warm-up
-  {
-    PeakMemoryTracker tracker;
-    step();
-    result.peak_mb = static_cast<double>(tracker.peak_bytes()) / (1024.0 * 1024.0);
-  }
-  result.ms = median_ms(step, o.min_reps, o.max_seconds);
-  return result;
-}
-
-// Least-squares slope of log(ms) against log(N); about 1 for linear, 2 for quadratic cost.
-std::optional<double> log_log_slope(const std::vector<std::pair<int64_t, double>>& points) {
-  if (points.size() < 2) return std::nullopt;
-  double mean_x = 0, mean_y = 0;
-  for (const auto& [n, ms] : points) {
-    mean_x += std::log(static_cast<double>(n));
-    mean_y += std::log(ms);
-  }
-  mean_x /= static_cast<double>(points.size());
-  mean_y /= static_cast<double>(points.size());
-  double covariance = 0, variance = 0;
-  for (const auto& [n, ms] : points) {
-    const double dx = std::log(static_cast<double>(n)) - mean_x;
-    covariance += dx * (std::log(ms) - mean_y);
-    variance += dx * dx;
-  }
-  if (variance == 0) return std::nullopt;
-  return covariance / variance;
-}
-
 void run(const BenchDifformerOptions& o, const GlobalOptions& global) {
   nlohmann::json rows = nlohmann::json::array();
   std::printf("structdiff bench difformer: one DIFFormerConv layer (heads 1, no graph), dim %ld, "
@@ -96,17 +37,24 @@ void run(const BenchDifformerOptions& o, const GlobalOptions& global) {
               static_cast<long>(o.dim), global.threads, o.min_reps, o.max_seconds);
   std::printf("%-8s %9s %10s %9s %7s\n", "kernel", "nodes", "ms", "peak MB", "slope");
   for (const std::string& kernel : o.kernels) {
-    std::vector<std::pair<int64_t, double>> measured;  // (N, ms)
+    std::vector<double> sizes, times;  // N and ms of each measured size
     std::vector<int64_t> nodes = o.nodes.empty() ? default_nodes(kernel) : o.nodes;
     std::sort(nodes.begin(), nodes.end());
+    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());  // consecutive sizes differ
+    const difformer::Diffusivity diffusivity =
+        kernel == "simple" ? difformer::Diffusivity::simple : difformer::Diffusivity::sigmoid;
     for (const int64_t n : nodes) {
       nlohmann::json row = {{"kernel", kernel}, {"nodes", n}, {"dim", o.dim},
                             {"threads", global.threads}};
-      const Measurement m = measure(kernel, n, o, global.seed);
+      const difformer::ConvTiming m =
+          difformer::conv_timing(diffusivity, n, o.dim, o.min_reps, o.max_seconds, global.seed);
       // Slope from the previous measured size: the local exponent of the cost.
       const std::optional<double> slope =
-          measured.empty() ? std::nullopt : log_log_slope({measured.back(), {n, m.ms}});
-      measured.emplace_back(n, m.ms);
+          sizes.empty() ? std::nullopt
+                        : std::optional<double>(log_log_slope({sizes.back(), static_cast<double>(n)},
+                                                              {times.back(), m.ms}));
+      sizes.push_back(static_cast<double>(n));
+      times.push_back(m.ms);
       char slope_text[16] = "-";
       if (slope) std::snprintf(slope_text, sizeof(slope_text), "%.2f", *slope);
       std::printf("%-8s %9ld %10.2f %9.1f %7s\n", kernel.c_str(), static_cast<long>(n), m.ms,
@@ -117,9 +65,9 @@ void run(const BenchDifformerOptions& o, const GlobalOptions& global) {
       if (slope) row["slope_from_previous"] = *slope;
       rows.push_back(row);
     }
-    if (const std::optional<double> overall = log_log_slope(measured)) {
+    if (sizes.size() >= 2) {
       std::printf("%-8s log-log slope over %zu sizes (least squares): %.2f\n", kernel.c_str(),
-                  measured.size(), *overall);
+                  sizes.size(), log_log_slope(sizes, times));
     }
   }
   if (!o.json_path.empty()) write_json_file(o.json_path, rows);

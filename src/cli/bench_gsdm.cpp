@@ -1,19 +1,15 @@
 // `structdiff bench gsdm`: training step time and sampling time of any registered GSDM problem
 // (its paper architecture, Table 2), at one or more graph sizes, per attention mechanism; with
 // several sizes, the log-log slope of step time against the number of graph nodes.
-#include <algorithm>
 #include <cstdio>
 #include <map>
 
 #include <nlohmann/json.hpp>
-#include <ATen/CPUGeneratorImpl.h>
-#include <torch/torch.h>
 
 #include "cli/command.h"
-#include "structdiff/gsdm_problems.h"
+#include "structdiff/gsdm_bench.h"
 #include "structdiff/runtime.h"
 #include "structdiff/timing.h"
-#include "structdiff/training_loop.h"
 
 namespace structdiff::cli {
 namespace {
@@ -30,56 +26,6 @@ struct BenchGsdmOptions {
   int64_t sample_steps = 50;
   std::string json_path;
 };
-
-// Median milliseconds of the one training loop's step (forward, backward, clipping, AdamW, EMA)
-// after two warm-up steps; the examples are made before the clock starts.
-double median_step_ms(gsdm::ProblemModel& trained, gsdm::ProblemModel& averaged,
-                      const BenchGsdmOptions& o, int64_t batch, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<gsdm::TrainingBatch> batches;
-  for (int64_t i = 0; i < o.train_steps + 2; ++i) {
-    batches.push_back(trained.problem->make_examples(trained.graph, trained.options, batch, rng));
-  }
-  std::vector<double> step_ms;
-  train::LoopTask task;
-  task.model = trained.model.get();
-  task.ema_model = averaged.model.get();
-  task.loss_parts = [&](int64_t step, std::mt19937_64&, at::Generator& noise,
-                        const std::vector<train::Shard>& parts) {
-    const gsdm::TrainingBatch& examples = batches[step];
-    return gsdm::loss_parts(
-        trained.model, trained.schedule, examples.x0, examples.observed,
-        gsdm::training_example(trained.model, trained.schedule, examples.x0, noise), parts);
-  };
-  task.on_step = [&](int64_t step, double seconds) {
-    if (step > 2) step_ms.push_back(1e3 * seconds);
-    return true;
-  };
-  train::LoopOptions loop;
-  loop.steps = o.train_steps + 2;
-  loop.learning_rate = 2e-5;
-  loop.show_progress = false;
-  train::run_training(task, loop, seed);
-  std::sort(step_ms.begin(), step_ms.end());
-  return step_ms[step_ms.size() / 2];
-}
-
-// Seconds per example of sampling `count` held-out examples together.
-double sampling_seconds(gsdm::ProblemModel& trained, gsdm::Sampler sampler,
-                        const BenchGsdmOptions& o, uint64_t seed) {
-  std::mt19937_64 rng(seed + 1);
-  const auto& make = trained.problem->make_test_examples ? trained.problem->make_test_examples
-                                                         : trained.problem->make_examples;
-  const gsdm::TrainingBatch examples =
-      make(trained.graph, trained.options, o.sample_examples, rng);
-  gsdm::SampleOptions options;
-  options.generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-  options.sampler = sampler;
-  options.ddim_steps = o.sample_steps;
-  trained.model->eval();
-  const nlohmann::json metrics = gsdm::evaluate(trained, examples, options, o.sample_examples);
-  return metrics["seconds"].get<double>() / static_cast<double>(o.sample_examples);
-}
 
 void run(const BenchGsdmOptions& o, const GlobalOptions& global) {
   const gsdm::Problem& problem = gsdm::find_problem(o.problem);
@@ -118,7 +64,7 @@ void run(const BenchGsdmOptions& o, const GlobalOptions& global) {
       gsdm::ProblemModel averaged = gsdm::build_problem_model(metadata);
       trained.model->to(global.device);
       averaged.model->to(global.device);
-      const double step_ms = median_step_ms(trained, averaged, o, batch, global.seed);
+      const double step_ms = gsdm::median_training_step_ms(trained, averaged, batch, o.train_steps, global.seed);
       std::printf("%-22s %7ld nodes  training step %9.1f ms (median of %ld)\n", label.c_str(),
                   static_cast<long>(nodes), step_ms, static_cast<long>(o.train_steps));
       nlohmann::json row = {{"problem", problem.name}, {"size", options.size},
@@ -128,14 +74,15 @@ void run(const BenchGsdmOptions& o, const GlobalOptions& global) {
       scaling[attention].first.push_back(static_cast<double>(nodes));
       scaling[attention].second.push_back(step_ms);
       if (o.sample_examples > 0) {
-        const double ddim = sampling_seconds(trained, gsdm::Sampler::ddim, o, global.seed);
+        const double ddim = gsdm::sampling_seconds_per_example(
+            trained, gsdm::Sampler::ddim, o.sample_examples, o.sample_steps, global.seed);
         std::printf("%-22s DDIM (%ld steps)   %9.3f s/example (batch of %ld)\n", label.c_str(),
                     static_cast<long>(o.sample_steps), ddim, static_cast<long>(o.sample_examples));
         row["sample_steps"] = o.sample_steps;
         row["ddim_seconds_per_example"] = ddim;
         if (o.ancestral) {
-          const double ancestral =
-              sampling_seconds(trained, gsdm::Sampler::ancestral, o, global.seed);
+          const double ancestral = gsdm::sampling_seconds_per_example(
+              trained, gsdm::Sampler::ancestral, o.sample_examples, o.sample_steps, global.seed);
           std::printf("%-22s ancestral (%ld steps) %7.3f s/example (batch of %ld)\n",
                       label.c_str(), static_cast<long>(trained.schedule.steps()), ancestral,
                       static_cast<long>(o.sample_examples));

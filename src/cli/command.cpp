@@ -58,7 +58,7 @@ void add_training_loop_options(CLI::App& command, train::LoopOptions& options,
              [&options](const std::string& name) { options.decay = train::parse_learning_rate_decay(name); },
              "constant or cosine (to zero at --train-steps; follows the step, so resuming keeps it)")
       ->check(CLI::IsMember(train::learning_rate_decay_names()))
-      ->default_str(options.decay == train::LearningRateDecay::cosine ? "cosine" : "constant");
+      ->default_str(train::learning_rate_decay_name(options.decay));
   command.add_option("--warmup", options.warmup_steps, "Linear learning-rate warm-up steps")
       ->capture_default_str();
   bind("--clip", options.clip_norm, choices ? &choices->clip_norm : nullptr,

@@ -82,9 +82,8 @@ void register_classifier(CLI::App& app, const GlobalOptions& global, Action& act
 void register_ddpm(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_tracformer(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_unn(CLI::App& app, const GlobalOptions& global, Action& action);
-// `train` under `unn`, its --schedule and --generate-schedule taking `schedules`.
-void register_unn_train(CLI::App& unn, const std::vector<std::string>& schedules,
-                        const GlobalOptions& global, Action& action);
+// `train` under `unn`.
+void register_unn_train(CLI::App& unn, const GlobalOptions& global, Action& action);
 void register_model(CLI::App& app, const GlobalOptions& global, Action& action);
 void register_export(CLI::App& app, const GlobalOptions& global, Action& action);
 

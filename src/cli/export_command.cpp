@@ -1,105 +1,26 @@
-// `structdiff export`: a model file's weights in formats any PyTorch user loads without
-// structdiff. safetensors: the JSON header written with nlohmann-json, the tensors' bytes after
-// it; the file's metadata (kind, configuration, provenance) under "__metadata__". torch: a dict
-// {"state_dict": {name: tensor}, "metadata": JSON text} that torch.load reads, also with
-// weights_only=True (its default since PyTorch 2.6).
-#include <cstdint>
+// `structdiff export`: a model file's weights for PyTorch without structdiff
+// (train::export_model).
 #include <cstdio>
-#include <map>
 #include <memory>
-#include <stdexcept>
 #include <string>
-#include <vector>
-
-#include <caffe2/serialize/inline_container.h>
-#include <nlohmann/json.hpp>
-#include <torch/csrc/jit/serialization/export.h>
-#include <torch/csrc/jit/serialization/pickler.h>
-#include <torch/torch.h>
 
 #include "cli/command.h"
-#include "structdiff/runtime.h"
-#include "structdiff/model_tensors.h"
+#include "structdiff/model_export.h"
 
 namespace structdiff::cli {
 namespace {
 
 struct ExportCommand {
   std::string model_path;
-  std::string format = "safetensors";
+  train::ExportFormat format = train::ExportFormat::safetensors;
   std::string out;
 };
 
-std::string safetensors_dtype(torch::ScalarType type) {
-  static const std::map<torch::ScalarType, std::string> names = {
-      {torch::kFloat, "F32"}, {torch::kDouble, "F64"}, {torch::kHalf, "F16"},
-      {torch::kBFloat16, "BF16"}, {torch::kLong, "I64"}, {torch::kInt, "I32"},
-      {torch::kShort, "I16"}, {torch::kChar, "I8"}, {torch::kByte, "U8"}, {torch::kBool, "BOOL"}};
-  const auto found = names.find(type);
-  if (found == names.end()) {
-    throw std::runtime_error(std::string("safetensors has no dtype for ") + c10::toString(type));
-  }
-  return found->second;
-}
-
-// https://github.com/huggingface/safetensors: an 8-byte little-endian header length, the JSON
-// header (padded with spaces to a multiple of 8), then each tensor's bytes, row-major and
-// little-endian (this machine's order; x86-64 and arm64 are little-endian).
-std::string safetensors_bytes(const train::ModelTensors& model) {
-  nlohmann::json header = nlohmann::json::object();
-  header["__metadata__"] = {{"format", "pt"}, {"structdiff", model.metadata.dump()}};
-  std::string data;
-  for (const auto& [name, tensor] : model.tensors) {
-    const torch::Tensor contiguous = tensor.contiguous();
-    const uint64_t begin = data.size();
-    data.append(static_cast<const char*>(contiguous.data_ptr()), contiguous.nbytes());
-    header[name] = {{"dtype", safetensors_dtype(contiguous.scalar_type())},
-                    {"shape", contiguous.sizes().vec()},
-                    {"data_offsets", {begin, static_cast<uint64_t>(data.size())}}};
-  }
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
-  std::string bytes(8, '\0');
-  const uint64_t length = text.size();
-  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((length >> (8 * i)) & 0xff);
-  return bytes + text + data;
-}
-
-std::string torch_bytes(const train::ModelTensors& model) {
-  c10::Dict<std::string, torch::Tensor> state_dict;
-  for (const auto& [name, tensor] : model.tensors) state_dict.insert(name, tensor.contiguous());
-  c10::impl::GenericDict document(c10::StringType::get(), c10::AnyType::get());
-  document.insert("state_dict", state_dict);
-  document.insert("metadata", model.metadata.dump());
-  // torch::pickle_save tags each dict with its element types through a global that torch.load's
-  // weights-only unpickler refuses; the same archive without the tags is a plain pickled dict.
-  std::string pickle;
-  torch::jit::Pickler pickler(
-      [&](const char* data, size_t size) { pickle.append(data, size); },
-      /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
-      /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
-  pickler.protocol();
-  pickler.pushIValue(document);
-  pickler.stop();
-  std::string bytes;
-  caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) {
-    bytes.append(static_cast<const char*>(data), size);
-    return size;
-  });
-  torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(),
-                                     writer);
-  writer.writeEndOfFile();
-  return bytes;
-}
-
 void run_export(const ExportCommand& c) {
-  const train::ModelTensors model = train::read_model_tensors(c.model_path);
-  write_file_atomically(c.out, c.format == "safetensors" ? safetensors_bytes(model) : torch_bytes(model));
-  int64_t values = 0;
-  for (const auto& item : model.tensors) values += item.second.numel();
-  std::printf("wrote %s (%s): %zu tensors, %ld values, model kind '%s'\n", c.out.c_str(),
-              c.format.c_str(), model.tensors.size(), static_cast<long>(values),
-              model.metadata.value("kind", std::string("unknown")).c_str());
+  const train::ExportReport report = train::export_model(c.model_path, c.format, c.out);
+  std::printf("wrote %s (%s): %ld tensors, %ld values, model kind '%s'\n", c.out.c_str(),
+              train::export_format_name(c.format).c_str(), static_cast<long>(report.tensors),
+              static_cast<long>(report.values), report.kind.c_str());
 }
 
 }  // namespace
@@ -111,9 +32,11 @@ void register_export(CLI::App& app, const GlobalOptions&, Action& action) {
   cmd->add_option("--model", c->model_path, "Model file (any kind)")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("--format", c->format, "safetensors or torch")
-      ->check(CLI::IsMember({"safetensors", "torch"}))
-      ->capture_default_str();
+  cmd->add_option_function<std::string>(
+         "--format", [c](const std::string& name) { c->format = train::parse_export_format(name); },
+         "safetensors or torch")
+      ->check(CLI::IsMember(train::export_format_names()))
+      ->default_str(train::export_format_name(c->format));
   cmd->add_option("--out", c->out, "File to write")->required()->check(writable_file());
   cmd->callback([c, &action] { action = [c] { run_export(*c); }; });
 }

@@ -62,9 +62,9 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
   const nlohmann::json metrics = gsdm::evaluate(
       trained, examples, c.sampling.sample_options(global.seed + gsdm::kTestStream), c.batch);
   const gsdm::DiffusionProcess process = trained.model->config().process;
-  const std::string sampler = c.sampling.sampler_for(process);
+  const gsdm::Sampler sampler = c.sampling.resolved_sampler(process);
   std::printf("%s, %ld examples, %s sampler:\n", model_heading(trained).c_str(),
-              static_cast<long>(c.count), sampler.c_str());
+              static_cast<long>(c.count), gsdm::sampler_name(sampler).c_str());
   for (const auto& [name, value] : metrics.items()) {
     std::printf("  %-36s %s\n", name.c_str(), value.dump().c_str());
   }
@@ -79,8 +79,8 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
                                       ? "test"
                                       : "training distribution"},
                      {"diffusion", gsdm::process_name(process)},
-                     {"sampler", sampler},
-                     {"sample_steps", sampler == "ancestral" && process == gsdm::DiffusionProcess::gaussian
+                     {"sampler", gsdm::sampler_name(sampler)},
+                     {"sample_steps", sampler == gsdm::Sampler::ancestral && process == gsdm::DiffusionProcess::gaussian
                                           ? trained.schedule.steps()
                                           : c.sampling.steps},
                      {"eta", c.sampling.eta},

@@ -149,17 +149,16 @@ gsdm::SampleOptions SamplingOptions::sample_options(uint64_t seed) const {
 }
 
 std::string SamplingOptions::pace(gsdm::DiffusionProcess process) const {
-  const std::string name = sampler_for(process);
-  if (name == "ancestral" && process == gsdm::DiffusionProcess::gaussian) return "";
-  if (name == "adaptive" && unmask_per_step > 0) {
+  const gsdm::Sampler resolved = resolved_sampler(process);
+  if (resolved == gsdm::Sampler::ancestral && process == gsdm::DiffusionProcess::gaussian) return "";
+  if (resolved == gsdm::Sampler::adaptive && unmask_per_step > 0) {
     return " (" + std::to_string(unmask_per_step) + " variable(s) per step)";
   }
   return " (" + std::to_string(steps) + " steps)";
 }
 
-std::string SamplingOptions::sampler_for(gsdm::DiffusionProcess process) const {
-  if (!sampler.empty()) return sampler;
-  return process == gsdm::DiffusionProcess::masked ? "adaptive" : "ddim";
+gsdm::Sampler SamplingOptions::resolved_sampler(gsdm::DiffusionProcess process) const {
+  return gsdm::resolve_sampler(gsdm::parse_sampler(sampler), process);
 }
 
 void add_sampling_options(CLI::App& command, SamplingOptions& o) {

@@ -54,8 +54,8 @@ struct SamplingOptions {
   double temperature = 0;
   std::string confidence;  // "": margin at temperature 0, probability above
   int64_t unmask_per_step = gsdm::SampleOptions{}.unmask_per_step, remask = 0;
-  // What `sampler` names for a model of this process, for reports.
-  std::string sampler_for(gsdm::DiffusionProcess process) const;
+  // The sampler that runs on a model of this process.
+  gsdm::Sampler resolved_sampler(gsdm::DiffusionProcess process) const;
   // " (50 steps)", " (1 variable(s) per step)" or "" (the Gaussian ancestral chain's T steps).
   std::string pace(gsdm::DiffusionProcess process) const;
   // One generator for all of a command's sampling, seeded by --seed.

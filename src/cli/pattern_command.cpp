@@ -2,8 +2,8 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "cli/attention_workloads.h"
 #include "cli/command.h"
+#include "structdiff/attention_workloads.h"
 #include "structdiff/pattern.h"
 
 namespace structdiff::cli {

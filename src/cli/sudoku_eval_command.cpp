@@ -46,9 +46,9 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
   };
   const gsdm::DiffusionProcess process = trained.model->config().process;
   std::printf("%s diffusion, sampler %s%s, seed %lu, puzzles from %s grids (the model was trained on %s grids)\n",
-              gsdm::process_name(process).c_str(), c.sampling.sampler_for(process).c_str(),
+              gsdm::process_name(process).c_str(), gsdm::sampler_name(c.sampling.resolved_sampler(process)).c_str(),
               c.sampling.pace(process).c_str(), static_cast<unsigned long>(global.seed),
-              sudoku::grid_family_name(request.grids.value_or(trained.grids)).c_str(),
+              sudoku::grid_family_name(sudoku::puzzle_grids(trained, request)).c_str(),
               sudoku::grid_family_name(trained.grids).c_str());
   const sudoku::EvalReport report = sudoku::evaluate_settings(trained, request);
   if (!c.json_path.empty()) write_json_file(c.json_path, report.rows);

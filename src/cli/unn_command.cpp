@@ -61,8 +61,8 @@ void register_unn(CLI::App& app, const GlobalOptions& global, Action& action) {
   CLI::App* unn = app.add_subcommand(
       "unn", "Undirected neural networks: train, classify, generate, with any update order");
   unn->require_subcommand(1);
-  const std::vector<std::string> schedules = {"forward", "forward-backward", "random", "jacobi"};
-  register_unn_train(*unn, schedules, global, action);
+  const std::vector<std::string>& schedules = unn::schedule_choices();
+  register_unn_train(*unn, global, action);
 
   auto e = std::make_shared<EvalCommand>();
   CLI::App* evaluate = unn->add_subcommand(

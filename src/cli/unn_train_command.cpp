@@ -52,8 +52,8 @@ void run_train(const TrainCommand& c, const GlobalOptions& global) {
 
 }  // namespace
 
-void register_unn_train(CLI::App& unn, const std::vector<std::string>& schedules,
-                        const GlobalOptions& global, Action& action) {
+void register_unn_train(CLI::App& unn, const GlobalOptions& global, Action& action) {
+  const std::vector<std::string>& schedules = unn::schedule_choices();
   auto t = std::make_shared<TrainCommand>();
   unn::TrainRequest& r = t->request;
   CLI::App* train = unn.add_subcommand("train", "Train a UNN; keeps the best development epoch");
@@ -72,7 +72,7 @@ void register_unn_train(CLI::App& unn, const std::vector<std::string>& schedules
            "--schedule", [&r](const std::string& name) { r.schedule = unn::parse_schedule(name); },
            "Update order when classifying (conv) or filling (attention)")
       ->check(CLI::IsMember(schedules))
-      ->default_str("forward");
+      ->default_str(unn::schedule_name(unn::kDefaultSchedule));
   train->add_option_function<std::string>(
            "--generate-schedule",
            [&r](const std::string& name) { r.conv.generate_schedule = unn::parse_schedule(name); },

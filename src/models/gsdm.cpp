@@ -536,6 +536,11 @@ std::string sampler_name(Sampler sampler) {
   return sampler == Sampler::model_default ? "the model's default" : kSamplerNames.name(sampler);
 }
 
+Sampler resolve_sampler(Sampler requested, DiffusionProcess process) {
+  if (requested != Sampler::model_default) return requested;
+  return process == DiffusionProcess::masked ? Sampler::adaptive : Sampler::ddim;
+}
+
 Confidence parse_confidence(const std::string& name) {
   return name.empty() ? Confidence::by_temperature : kConfidenceNames.parse(name);
 }
@@ -559,15 +564,15 @@ torch::Tensor sample(Gsdm model, const diffusion::NoiseSchedule& schedule,
   const bool masked = model->config().process == DiffusionProcess::masked;
   const torch::Tensor noise =
       random::normal(observed_values.sizes(), options.generator, observed_values.options());
+  SampleOptions resolved = options;
+  resolved.sampler = resolve_sampler(options.sampler, model->config().process);
   if (masked) {
-    SampleOptions masked_options = options;
-    if (masked_options.sampler == Sampler::model_default) masked_options.sampler = Sampler::adaptive;
     return sample_masked(conditioned_model(model, observed_nodes, clean_values, /*discrete_logits=*/true),
                          *model->structure(), schedule, model->config().mask_schedule,
-                         observed_nodes, clean_values, noise, masked_options)
+                         observed_nodes, clean_values, noise, resolved)
         .to(observed_values_in.device());
   }
-  if (options.sampler == Sampler::adaptive) {
+  if (resolved.sampler == Sampler::adaptive) {
     throw std::invalid_argument(
         "the adaptive sampler unmasks variables: it needs a masked-process model (gsdm train "
         "--diffusion masked); this one is Gaussian (ddim or ancestral)");
@@ -579,7 +584,7 @@ torch::Tensor sample(Gsdm model, const diffusion::NoiseSchedule& schedule,
   sampler.progress = options.progress;
   sampler.generator = options.generator;
   const torch::Tensor samples =
-      options.sampler == Sampler::ancestral
+      resolved.sampler == Sampler::ancestral
           ? diffusion::sample_ancestral(fn, schedule, noise, sampler)
           : diffusion::sample_ddim(fn, schedule, noise, options.ddim_steps, sampler);
   return samples.to(observed_values_in.device());

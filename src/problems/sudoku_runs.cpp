@@ -62,9 +62,13 @@ Diversity measure_diversity(const TrainedModel& trained, const Grid& puzzle,
 
 }  // namespace
 
+GridFamily puzzle_grids(const TrainedModel& trained, const EvalRequest& request) {
+  return request.grids.value_or(trained.grids);
+}
+
 EvalReport evaluate_settings(const TrainedModel& trained, const EvalRequest& request) {
   EvalReport report;
-  report.grids = request.grids.value_or(trained.grids);
+  report.grids = puzzle_grids(trained, request);
   report.rows = nlohmann::json::array();
   const int cells = trained.n * trained.n * trained.n * trained.n;
   std::mt19937_64 rng(request.seed);

@@ -20,6 +20,8 @@ LearningRateDecay parse_learning_rate_decay(const std::string& name) { return kD
 
 std::vector<std::string> learning_rate_decay_names() { return kDecayNames.choices(); }
 
+std::string learning_rate_decay_name(LearningRateDecay decay) { return kDecayNames.name(decay); }
+
 double learning_rate_at(double base, LearningRateDecay decay, int64_t warmup_steps, int64_t step,
                         int64_t total_steps) {
   double rate = base;

@@ -79,7 +79,7 @@ TrainReport train_attention(const TrainRequest& request) {
   training.seed = request.seed;
   AttentionUnnConfig config = request.attention;
   config.iterations = request.iterations;
-  config.schedule = request.schedule.value_or(Schedule::forward);
+  config.schedule = request.schedule.value_or(kDefaultSchedule);
   config.init_seed = request.seed;
   check_config(config);
   const data::NumberSequenceSplit split = data::generate_number_sequence_split();
@@ -203,7 +203,7 @@ TrainReport train_conv(const TrainRequest& request) {
   ConvUnnConfig config = request.conv;
   config.dataset = request.task == Task::fashion_conv ? "fashion-mnist" : "mnist";
   config.iterations = request.iterations;
-  config.classify_schedule = request.schedule.value_or(Schedule::forward);
+  config.classify_schedule = request.schedule.value_or(kDefaultSchedule);
   config.init_seed = request.seed;
   check_config(config);
   ConvUnnTraining training;
@@ -418,6 +418,13 @@ train::LoopOptions TrainRequest::default_loop() {
 Task parse_task(const std::string& name) { return kTaskNames.parse(name); }
 
 std::string task_name(Task task) { return kTaskNames.name(task); }
+
+const std::vector<std::string>& schedule_choices() {
+  static const std::vector<std::string> names = {
+      schedule_name(Schedule::forward), schedule_name(Schedule::forward_backward),
+      schedule_name(Schedule::random), schedule_name(Schedule::jacobi)};
+  return names;
+}
 
 const std::vector<std::string>& task_names() {
   static const std::vector<std::string> names = kTaskNames.choices();

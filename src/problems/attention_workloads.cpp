@@ -1,10 +1,9 @@
-#include "cli/attention_workloads.h"
+#include "structdiff/attention_workloads.h"
 
-#include <stdexcept>
-
+#include "structdiff/enum_names.h"
 #include "structdiff/sudoku_model.h"
 
-namespace structdiff::cli {
+namespace structdiff {
 namespace {
 
 // GSDM's binary-continuous matrix factorisation graph: R (k x n), A (k x m), intermediates
@@ -80,9 +79,9 @@ AttentionWorkload make_attention_workload(const std::string& name, uint64_t seed
   } else {
     std::string known;
     for (const auto& n : attention_workload_names()) known += (known.empty() ? "" : ", ") + n;
-    throw std::invalid_argument("unknown workload '" + name + "' (known: " + known + ")");
+    throw_unknown_name("attention workload", name, known);
   }
   return w;
 }
 
-}  // namespace structdiff::cli
+}  // namespace structdiff
