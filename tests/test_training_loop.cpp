@@ -1,7 +1,7 @@
 // The one training loop: exact resume (also after a signal), stopping on a non-finite loss, a step
 // split into parts on several threads, option checks, refusing a resume with another
 // configuration, log truncation, AdamW's decay on matrices only, and the provenance and model
-// info of the files it writes.
+// info of the files it writes; the benches' step timing on it.
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +21,7 @@
 #include "structdiff/checkpoint.h"
 #include "structdiff/model_export.h"
 #include "structdiff/model_file.h"
+#include "structdiff/step_timing.h"
 #include "support/expect_throw.h"
 #include "support/temporary_files.h"
 
@@ -523,6 +524,27 @@ TEST(ModelExport, SafetensorsHoldEveryTensorAtItsOffsetsAndTheMetadata) {
   }
   EXPECT_THROW_WITH(parse_export_format("onnx"), std::invalid_argument,
                     "unknown export format 'onnx' (choose safetensors or torch)");
+}
+
+TEST(StepTiming, TimesTheStepsAfterTheWarmUpAtLeastTheMinimumAndWithinTheBudget) {
+  TinyRun run;
+  int64_t losses = 0;
+  StepTimingBudget budget;
+  budget.warmup_steps = 2;
+  budget.min_steps = 3;
+  const double seconds = median_step_seconds(run.task([&](int64_t) { ++losses; }), {}, budget, 1);
+  EXPECT_EQ(losses, 5);  // no budget: exactly warm-up + minimum
+  EXPECT_GT(seconds, 0.0);
+  EXPECT_LT(seconds, 1.0);
+
+  losses = 0;
+  budget.budget_seconds = 0.2;
+  median_step_seconds(run.task([&](int64_t) { ++losses; }), {}, budget, 1);
+  EXPECT_GT(losses, 5);  // a tiny step: many more fit in 0.2 s
+
+  budget.min_steps = 0;
+  EXPECT_THROW_WITH(median_step_seconds(run.task(), {}, budget, 1), std::invalid_argument,
+                    "at least one timed step");
 }
 
 }  // namespace

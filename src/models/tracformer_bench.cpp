@@ -9,7 +9,7 @@
 
 #include "structdiff/random.h"
 #include "structdiff/timing.h"
-#include "structdiff/training_loop.h"
+#include "structdiff/step_timing.h"
 #include "structdiff/tracformer_training.h"
 
 namespace structdiff::tracformer {
@@ -41,7 +41,6 @@ TrainingStepTiming training_step(const Config& config, int64_t batch, int64_t st
   const torch::Tensor text =
       random::integers(0, 62, {200000}, at::make_generator<at::CPUGeneratorImpl>(seed), torch::kLong);
   Tracformer model(config), averaged(config);
-  std::vector<double> seconds;
   train::LoopTask task;
   task.model = model.ptr().get();
   task.ema_model = averaged.ptr().get();
@@ -52,17 +51,11 @@ TrainingStepTiming training_step(const Config& config, int64_t batch, int64_t st
     return loss_parts(model, random_batch(text, batch, config.block_size, masking, spans, rng), noise,
                       parts);
   };
-  task.on_step = [&](int64_t step, double s) {
-    if (step > 1) seconds.push_back(s);  // the first step builds the patterns
-    return true;
-  };
   train::LoopOptions loop;
-  loop.steps = steps + 1;
-  loop.show_progress = false;
   loop.ema_decay = 0;
-  train::run_training(task, loop, seed);
-  std::sort(seconds.begin(), seconds.end());
-  return {seconds[seconds.size() / 2], model->non_embedding_parameters()};
+  train::StepTimingBudget budget;  // the first step builds the patterns
+  budget.min_steps = steps;
+  return {train::median_step_seconds(task, loop, budget, seed), model->non_embedding_parameters()};
 }
 
 double infill_ms(Tracformer& model, int64_t sequences, bool cache, uint64_t seed, double budget_seconds) {

@@ -1,6 +1,5 @@
 #include "structdiff/gsdm_bench.h"
 
-#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -8,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "structdiff/training_loop.h"
+#include "structdiff/step_timing.h"
 
 namespace structdiff::gsdm {
 
@@ -19,7 +18,6 @@ double median_training_step_ms(ProblemModel& trained, ProblemModel& averaged, in
   for (int64_t i = 0; i < steps + 2; ++i) {
     batches.push_back(trained.problem->make_examples(trained.graph, trained.options, batch, rng));
   }
-  std::vector<double> step_ms;
   train::LoopTask task;
   task.model = trained.model.get();
   task.ema_model = averaged.model.get();
@@ -29,17 +27,12 @@ double median_training_step_ms(ProblemModel& trained, ProblemModel& averaged, in
     return loss_parts(trained.model, trained.schedule, examples.x0, examples.observed,
                       training_example(trained.model, trained.schedule, examples.x0, noise), parts);
   };
-  task.on_step = [&](int64_t step, double seconds) {
-    if (step > 2) step_ms.push_back(1e3 * seconds);
-    return true;
-  };
   train::LoopOptions loop;
-  loop.steps = steps + 2;
   loop.learning_rate = 2e-5;
-  loop.show_progress = false;
-  train::run_training(task, loop, seed);
-  std::sort(step_ms.begin(), step_ms.end());
-  return step_ms[step_ms.size() / 2];
+  train::StepTimingBudget budget;
+  budget.warmup_steps = 2;
+  budget.min_steps = steps;
+  return 1e3 * train::median_step_seconds(task, loop, budget, seed);
 }
 
 double sampling_seconds_per_example(ProblemModel& trained, Sampler sampler, int64_t examples,
