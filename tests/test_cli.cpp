@@ -315,7 +315,8 @@ TEST(Cli, SizesBeyondTheMachineAreRefusedBeforeAllocating) {
 
 // The value vocabulary, generated from the CLI's own option table: every floating-point option of
 // every command refuses NaN and -inf (and inf unless it says "or inf"), every unsigned option and
-// every integer one whose range does not take negative values refuses -1, and every numeric option refuses a
+// every integer one whose range does not take negative values refuses -1, every integer option
+// refuses a value beyond 64 bits (which strtoull would clamp), and every numeric option refuses a
 // word, each as a one-line usage error (exit 2) at parse time. A new option is covered the day it
 // is added.
 TEST(ValueDomains, EveryNumericOptionOfEveryCommandRefusesHostileValues) {
@@ -335,9 +336,9 @@ TEST(ValueDomains, EveryNumericOptionOfEveryCommandRefusesHostileValues) {
       if (!contains(fields[3], "or inf")) values.push_back("inf");
     } else if (type == "UINT" || (type == "INT" && fields[3].find("[-") == std::string::npos)) {
       ++counts;
-      values = {"-1", "abc"};
+      values = {"-1", "abc", "99999999999999999999"};
     } else if (type == "INT") {
-      values = {"abc"};  // a range that takes negative values
+      values = {"abc", "-99999999999999999999"};  // a range that takes negative values
     }
     for (const std::string& value : values) out << prefix << value << "\n";
   }
@@ -355,6 +356,8 @@ TEST(ValueDomains, MessagesNameTheValueAndHelpShowsTheRealDefault) {
   };
   const std::vector<Case> cases = {
       {"--seed -1 pattern --workload sudoku9", "--seed: must be >= 0, got -1"},
+      {"--seed 18446744073709551616 pattern --workload sudoku9",
+       "--seed: must fit a 64-bit integer, got 18446744073709551616"},
       {"--rank-timeout inf pattern --workload sudoku9", "--rank-timeout: must be a finite number > 0, got inf"},
       {"difformer train --weight-decay -1", "--weight-decay: must be >= 0, got -1"},
       {"difformer train --weight-decay nan", "must be a finite number >= 0, got nan"},

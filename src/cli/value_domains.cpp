@@ -1,5 +1,6 @@
 #include "cli/value_domains.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -60,6 +61,23 @@ CLI::Validator no_minus_sign() {
         return "";
       },
       "", "not-negative");
+}
+
+// CLI11 reads integers with strtoll / strtoull, which turn text beyond the type's range into its
+// limit without a word (a --seed of 2^64 would run as 2^64 - 1): refuse such text instead.
+CLI::Validator within_integer_range(bool is_unsigned) {
+  return CLI::Validator(
+      [is_unsigned](std::string& text) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        if (is_unsigned) {
+          std::strtoull(text.c_str(), &end, 0);
+        } else {
+          std::strtoll(text.c_str(), &end, 0);
+        }
+        return errno == ERANGE ? "must fit a 64-bit integer, got " + text : "";
+      },
+      "", "integer-range");
 }
 
 // CLI11 answers "which validators" only by throwing for a missing one: by name, or by index.
@@ -136,6 +154,7 @@ void apply_value_domains(CLI::App& app) {
     if (type == "UINT" || (type == "INT" && !has_validator(option, 0))) {
       option.check(no_minus_sign());
     }
+    if (type == "UINT" || type == "INT") option.check(within_integer_range(type == "UINT"));
   });
 }
 
