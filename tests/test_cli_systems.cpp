@@ -260,6 +260,10 @@ TEST(Cli, TracformerTrainEvalInfill) {
   EXPECT_FALSE(contains(r.output, "____")) << r.output;
   r = run("tracformer infill --model " + model + " \"and the word\" --mask 4:7 --no-cache");
   EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = run("tracformer infill --model " + model + " \"and the \xE2\x98\x85 __\"");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "note: 1 context character(s) outside the model's vocabulary (\xE2\x98\x85)"))
+      << r.output;
   r = run("tracformer eval --model " + model + " --text " + text +
           " --split test --query-set 0:0.25,0.75:1/0.25:0.5 --json " + json);
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -561,6 +561,12 @@ TEST(TracformerRuns, TrainEvaluateAndInfillAFile) {
   EXPECT_EQ(filled.hidden, 4);
   EXPECT_EQ(filled.samples[0].text.substr(0, 4), "abc ");
   EXPECT_LT(filled.samples[0].log_likelihood, 0);
+  EXPECT_EQ(filled.unknown_context, 0);
+  fill.text = "a\u2605c _ \u2605\u00e9";  // two characters the text never had, one twice
+  const InfillReport unknown = infill_text(fill);
+  EXPECT_EQ(unknown.unknown_context, 3);
+  EXPECT_EQ(unknown.unknown_characters, "\u2605\u00e9");
+  EXPECT_EQ(unknown.samples[0].text.substr(0, 5), "a\u2605c");  // printed as given
   fill.mask = "10:13";
   EXPECT_THROW_WITH(infill_text(fill), std::invalid_argument, "--mask range '10:13' is not A:B");
 }

@@ -84,6 +84,10 @@ struct Infilled {
 struct InfillReport {
   std::vector<Infilled> samples;
   int64_t hidden = 0;  // characters filled in each sample
+  // Context characters outside the model's vocabulary, which it reads as unknown (as a hidden
+  // one): how many, and each distinct one once, in order of appearance (UTF-8).
+  int64_t unknown_context = 0;
+  std::string unknown_characters;
 };
 
 InfillReport infill_text(const InfillRequest& request);

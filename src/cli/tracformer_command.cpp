@@ -80,6 +80,10 @@ void run_infill(tracformer::InfillRequest request, const GlobalOptions& global) 
   request.seed = global.seed;
   request.device = global.device;
   const tracformer::InfillReport report = tracformer::infill_text(request);
+  if (report.unknown_context > 0) {
+    std::fprintf(stderr, "note: %ld context character(s) outside the model's vocabulary (%s), read as unknown\n",
+                 static_cast<long>(report.unknown_context), report.unknown_characters.c_str());
+  }
   for (const tracformer::Infilled& sample : report.samples) {
     std::printf("%s\n  log-likelihood %.3f nats (%.3f bits per filled character, %ld characters)\n",
                 sample.text.c_str(), sample.log_likelihood,

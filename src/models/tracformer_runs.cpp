@@ -211,6 +211,13 @@ InfillReport infill_text(const InfillRequest& request) {
   }
   const data::CharVocabulary vocabulary(config.characters);
   torch::Tensor tokens = vocabulary.encode(text);
+  std::u32string unknown;
+  for (int64_t i = 0; i < n; ++i) {
+    if (hidden[i].item<bool>() || vocabulary.id(text[i]) >= 0) continue;
+    ++report.unknown_context;
+    if (unknown.find(text[i]) == std::u32string::npos) unknown += text[i];
+  }
+  report.unknown_characters = data::encode_utf8(unknown);
   tokens.masked_fill_(hidden, 0);
   const Batch batch{tokens.unsqueeze(0).repeat({request.samples, 1}),
                     hidden.logical_not().unsqueeze(0).repeat({request.samples, 1})};
