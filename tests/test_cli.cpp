@@ -366,6 +366,8 @@ TEST(ValueDomains, MessagesNameTheValueAndHelpShowsTheRealDefault) {
       {"bogus", "unknown command 'bogus' for 'structdiff'; the commands are bench, pattern"},
       // Checked by the library, as the command line is read: the same in --dry-run as in a run.
       {"gsdm train --problem chess", "unknown problem 'chess'"},
+      {"difformer train --dataset pubmed",
+       "--dataset: unknown dataset 'pubmed' (choose csbm, fashion-mnist, cora, citeseer or planetoid:DIR)"},
       {"gsdm train --problem sorting --size 0", "--size for sorting (list length) must be in 2 .. 64, got 0"},
       {"gsdm mask --problem bcmf --variant wide", "--variant"},
       {"tracformer train --mask-ratio 2", "--mask-ratio: must be in (0, 1], got 2"},

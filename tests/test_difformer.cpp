@@ -404,6 +404,15 @@ TEST(DIFFormerStudy, CitationDefaultsAndWhatTheRequestNames) {
   graph_on_gcn.use_graph = true;
   EXPECT_THROW_WITH(run_study(graph_on_gcn), std::invalid_argument,
                     "--use-graph adds a graph branch to attention models, not to gcn");
+
+  StudyRequest unknown;
+  for (const std::string name : {"pubmed", "planetoid:", "Cora"}) {
+    unknown.dataset = name;
+    EXPECT_THROW_WITH(run_study(unknown), std::invalid_argument, "unknown dataset '" + name + "'");
+  }
+  for (const std::string name : {"csbm", "fashion-mnist", "cora", "citeseer", "planetoid:/data"}) {
+    EXPECT_NO_THROW(check_dataset_name(name)) << name;
+  }
 }
 
 // The defaults the dataset decides for what the request leaves empty: CSBM the general ones,

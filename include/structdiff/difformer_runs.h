@@ -51,6 +51,10 @@ struct StudyReport {
   nlohmann::json record;         // dataset, model, resolved configuration, every run
 };
 
+// Throws std::invalid_argument unless run_study reads a dataset of this name: csbm,
+// fashion-mnist, a committed citation graph (cora, citeseer) or planetoid:DIR.
+void check_dataset_name(const std::string& name);
+
 // Resolves the request's defaults, loads the data, trains and tests every run (one line each on
 // stdout) and saves each run's model. Throws std::invalid_argument naming the option for a request
 // it cannot run.

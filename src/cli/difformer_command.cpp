@@ -42,6 +42,14 @@ void add_study_options(CLI::App& train, difformer::StudyRequest& r) {
   train.add_option("--dataset", r.dataset,
                     "csbm, fashion-mnist, cora, citeseer (committed, data/planetoid) or "
                     "planetoid:DIR")
+      ->check([](const std::string& name) -> std::string {
+        try {
+          difformer::check_dataset_name(name);
+          return "";
+        } catch (const std::invalid_argument& e) {
+          return e.what();
+        }
+      })
       ->capture_default_str();
   train.add_option("--architecture", r.architecture, "difformer, mlp, gcn, gat or transformer")
       ->check(CLI::IsMember({"difformer", "mlp", "gcn", "gat", "transformer"}))

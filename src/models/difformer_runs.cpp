@@ -1,6 +1,7 @@
 #include "structdiff/difformer_runs.h"
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <vector>
@@ -113,6 +114,7 @@ std::string model_name(const StudyRequest& request) {
 // Fashion-MNIST has no graph: a kNN graph over the pixels stands in where the model reads one.
 data::NodeDataset load_dataset(const StudyRequest& request) {
   const std::string& name = request.dataset;
+  check_dataset_name(name);
   if (name == "csbm") return data::make_csbm(request.csbm, request.seed);
   if (name == "fashion-mnist") {
     data::NodeDataset dataset = data::load_fashion_mnist(request.data_dir, request.pool, request.seed);
@@ -122,14 +124,11 @@ data::NodeDataset load_dataset(const StudyRequest& request) {
   if (name.rfind(kPlanetoidPrefix, 0) == 0) {
     return data::read_planetoid_directory(name.substr(std::string(kPlanetoidPrefix).size()));
   }
-  if (is_citation_dataset(name)) {
-    data::NodeDataset dataset = data::read_planetoid_directory(std::string(data::kPlanetoidDirectory) + "/" + name);
-    dataset.name = name;
-    if (*request.normalize_features) dataset.features = data::row_normalized(dataset.features);
-    return dataset;
-  }
-  throw std::invalid_argument("--dataset takes csbm, fashion-mnist, cora, citeseer or planetoid:DIR, got '" +
-                              name + "'");
+  // A committed citation graph (cora, citeseer).
+  data::NodeDataset dataset = data::read_planetoid_directory(std::string(data::kPlanetoidDirectory) + "/" + name);
+  dataset.name = name;
+  if (*request.normalize_features) dataset.features = data::row_normalized(dataset.features);
+  return dataset;
 }
 
 nlohmann::json dataset_options(const StudyRequest& request) {
@@ -218,6 +217,13 @@ nlohmann::json run_once(const StudyRequest& request, const data::NodeDataset& da
 }
 
 }  // namespace
+
+void check_dataset_name(const std::string& name) {
+  const bool planetoid_directory = name.rfind(kPlanetoidPrefix, 0) == 0 && name.size() > std::strlen(kPlanetoidPrefix);
+  if (name == "csbm" || name == "fashion-mnist" || is_citation_dataset(name) || planetoid_directory) return;
+  throw std::invalid_argument("unknown dataset '" + name +
+                              "' (choose csbm, fashion-mnist, cora, citeseer or planetoid:DIR)");
+}
 
 StudyReport run_study(const StudyRequest& given) {
   StudyRequest request = resolved(given);
