@@ -24,8 +24,8 @@ torch::Device parse_device(const std::string& name) {
   const int64_t count = torch::cuda::is_available() ? torch::cuda::device_count() : 0;
   if (count == 0) {
     throw std::invalid_argument("--device " + name +
-                                ": this libtorch sees no GPU (Debian's libtorch is CPU-only; build "
-                                "against a CUDA libtorch to use one)");
+                                ": this libtorch sees no GPU (no CUDA device or driver on this "
+                                "machine, or a CPU-only libtorch)");
   }
   if (index >= count) {
     throw std::invalid_argument("--device " + name + ": this machine has " +
