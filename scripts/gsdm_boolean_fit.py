@@ -56,12 +56,12 @@ def main():
             for d, r in points:
                 if not r["fit"]:
                     axes.annotate("not fitted by here", (d, r["step"]), textcoords="offset points",
-                                  xytext=(-100, 6), fontsize=8)
+                                  xytext=(-105, -4), fontsize=8)
         axes.set_yscale("log")
         axes.set_xticks(sorted({d for d, _, _ in runs}))
         axes.set_xlabel("circuit depth n")
         axes.set_ylabel("training steps to 16/16")
-        axes.legend()
+        axes.legend(loc="upper left", fontsize=8)
         figure.tight_layout()
         figure.savefig(png, dpi=120)
 
