@@ -2,6 +2,7 @@
 // split into parts on several threads, option checks, refusing a resume with another
 // configuration, log truncation, AdamW's decay on matrices only, and the provenance and model
 // info of the files it writes; the benches' step timing on it.
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -315,6 +316,28 @@ TEST(TrainingLoop, ResumeDropsLogRecordsAfterTheCheckpoint) {
   o.resume = true;
   run_training(setup.task(), o, 1);
   EXPECT_EQ(logged_steps(o.log_path), (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
+}
+
+TEST(TrainingLoop, TheLogsSecondsCountOnAcrossAResume) {
+  TemporaryDirectory directory;
+  LoopOptions o = options(directory, 3);
+  const auto slow = [](int64_t) { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
+  {
+    TinyRun first;
+    run_training(first.task(slow), o, 1);
+  }
+  TinyRun second;
+  o.steps = 4;
+  o.resume = true;
+  run_training(second.task(slow), o, 1);
+  std::vector<double> seconds;
+  std::ifstream in(o.log_path);
+  for (std::string line; std::getline(in, line);) {
+    seconds.push_back(nlohmann::json::parse(line).at("seconds").get<double>());
+  }
+  ASSERT_EQ(seconds.size(), 4u);
+  EXPECT_GE(seconds[2], 0.06);
+  EXPECT_GE(seconds[3], seconds[2] + 0.02);
 }
 
 TEST(TrainingLoop, WeightDecayShrinksMatricesOnly) {

@@ -38,7 +38,7 @@ void restore_rng(std::mt19937_64& rng, const std::string& state) {
 }
 
 // Metadata keys the loop itself writes; they are state, not configuration.
-const std::set<std::string> kLoopStateKeys = {"data_rng"};
+const std::set<std::string> kLoopStateKeys = {"data_rng", "seconds_trained"};
 
 // The first field in which a checkpoint's metadata and this run's differ, as
 // "model.heads is 4 in the checkpoint but 8 in this run"; "" if they agree.
@@ -205,6 +205,8 @@ class TrainingRun {
       load_checkpoint(options_.checkpoint_path, parts);
       step_ = parts.step;
       restore_rng(rng_, parts.metadata.at("data_rng").get<std::string>());
+      // Checkpoints written before the loop kept it start the count again at 0.
+      seconds_before_ = parts.metadata.value("seconds_trained", 0.0);
     }
     if (ranks_ != nullptr) {
       // The same initial (or resumed) weights everywhere, whatever each rank built.
@@ -282,7 +284,7 @@ class TrainingRun {
     if (bar_) bar_->update(step_, shown_);
     if (log_) {
       log_->write({{"step", step_}, {"loss", outcome.loss}, {"grad_norm", outcome.grad_norm},
-                   {"lr", outcome.learning_rate}, {"seconds", seconds_since(started_)}});
+                   {"lr", outcome.learning_rate}, {"seconds", seconds_trained()}});
     }
     if (options_.validate_every > 0 && step_ % options_.validate_every == 0 && task_.validate && root_) {
       copy_ema();
@@ -293,7 +295,7 @@ class TrainingRun {
       }
       if (task_.stop_after && task_.stop_after(metrics)) outcome.keep_going = false;
       metrics["step"] = step_;
-      metrics["seconds"] = seconds_since(started_);
+      metrics["seconds"] = seconds_trained();
       if (log_) log_->write(metrics);
     }
     if (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0) {
@@ -350,9 +352,14 @@ class TrainingRun {
     if (options_.checkpoint_path.empty() || !root_) return;
     nlohmann::json metadata = task_.metadata;
     metadata["data_rng"] = rng_state(rng_);
+    metadata["seconds_trained"] = seconds_trained();
     CheckpointParts parts{&model_, &optimizer_, &ema_, &noise_, task_.state, step_, metadata};
     save_checkpoint(options_.checkpoint_path, parts);
   }
+
+  // The log's clock: this run's time plus the runs before it that this one resumes, so that a
+  // learning curve against wall-clock reads across resumes.
+  double seconds_trained() const { return seconds_before_ + seconds_since(started_); }
 
   void copy_ema() {
     ema_.copy_to(*task_.ema_model);
@@ -382,6 +389,7 @@ class TrainingRun {
   std::optional<JsonlLog> log_;
   std::optional<ProgressBar> bar_;
   Clock::time_point started_;
+  double seconds_before_ = 0;
   double communication_ = 0;
   std::deque<double> recent_;
   std::map<std::string, double> shown_;  // the bar's values: the loss, the last validation's numbers
