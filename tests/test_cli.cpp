@@ -364,6 +364,8 @@ TEST(ValueDomains, MessagesNameTheValueAndHelpShowsTheRealDefault) {
       {"tracformer train --dropout nan", "must be a finite number, got nan"},
       {"sudoku train --clip -inf --out x.pt", "must be > 0 (or inf), got -inf"},
       {"bogus", "unknown command 'bogus' for 'structdiff'; the commands are bench, pattern"},
+      {"pattern --builder causal --tokens 0", "--tokens: must be > 0, got 0"},
+      {"pattern --workload sudoku9 --png mask.txt", "'mask.txt' would hold a PNG image: give a name ending in .png"},
       // Checked by the library, as the command line is read: the same in --dry-run as in a run.
       {"gsdm train --problem chess", "unknown problem 'chess'"},
       {"difformer train --dataset pubmed",

@@ -286,7 +286,7 @@ TEST_F(SudokuCli, StochasticDdimTakesEtaInZeroToOne) {
   r = run("sudoku solve --model " + model_ + " --eta 1.5 1.3..4.2.1.3....");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(line_count(r.output), 1) << r.output;
-  EXPECT_NE(r.output.find("--eta: Value 1.5 not in range"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--eta: must be in [0, 1], got 1.5"), std::string::npos) << r.output;
 }
 
 TEST_F(SudokuCli, BadPuzzlesGetOneLineReasons) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -160,6 +161,18 @@ CLI::Validator writable_file() {
         return "";
       },
       "FILE (written)", kOutputValidatorName);
+}
+
+CLI::Validator png_name() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        std::string extension = std::filesystem::path(path).extension().string();
+        std::transform(extension.begin(), extension.end(), extension.begin(),
+                       [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+        if (extension == ".png") return "";
+        return "'" + path + "' would hold a PNG image: give a name ending in .png";
+      },
+      "", "png_name");
 }
 
 }  // namespace structdiff::cli

@@ -45,6 +45,9 @@ void write_json_file(const std::string& path, const nlohmann::json& value);
 // rejects, at parse time and so before any work, a path that is a directory, lies in a missing
 // directory, or cannot be written.
 CLI::Validator writable_file();
+// Beside writable_file() on options that write a PNG image: the name must end in .png, so that
+// `--out grid.txt` is refused instead of holding an image its name hides.
+CLI::Validator png_name();
 
 // The shared training-loop options: --train-steps, --max-minutes, --lr, --lr-decay, --warmup,
 // --clip, --ema, --validate-every, --checkpoint, --checkpoint-every, --resume, --log.

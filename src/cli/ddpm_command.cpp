@@ -152,7 +152,7 @@ void add_sampling(CLI::App* command, ddpm::SampleOptions& sampling) {
       ->check(non_negative())
       ->capture_default_str();
   command->add_option("--eta", sampling.ddim_eta, "DDIM noise: 0 deterministic, 1 the posterior variance")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(between(0.0, 1.0))
       ->capture_default_str();
   command->add_option("--batch", sampling.batch, "Images denoised at once")->check(positive())->capture_default_str();
 }
@@ -162,7 +162,10 @@ void add_sample(CLI::App& ddpm, const GlobalOptions& global, Action& action) {
   CLI::App* sample = ddpm.add_subcommand("sample", "Generate images into a PNG grid");
   sample->add_option("--model", s->model_path, "Trained model file")->required()->check(CLI::ExistingFile);
   add_sampling(sample, s->sampling);
-  sample->add_option("--out", s->out, "PNG grid to write")->check(writable_file())->capture_default_str();
+  sample->add_option("--out", s->out, "PNG grid to write")
+      ->check(writable_file())
+      ->check(png_name())
+      ->capture_default_str();
   sample->add_option("--columns", s->columns, "Grid columns (0: about square)")->check(non_negative());
   sample->callback([s, &global, &action] { action = [s, &global] { run_sample(*s, global); }; });
 }
@@ -182,7 +185,9 @@ void add_eval(CLI::App& ddpm, const GlobalOptions& global, Action& action) {
   evaluate->add_option("--data-dir", e->request.data_dir, "Directory of the IDX files (default: the dataset's)")
       ->check(CLI::ExistingDirectory);
   add_sampling(evaluate, e->request.sampling);
-  evaluate->add_option("--grid", e->grid_path, "Also write the first 100 samples as a PNG grid")->check(writable_file());
+  evaluate->add_option("--grid", e->grid_path, "Also write the first 100 samples as a PNG grid")
+      ->check(writable_file())
+      ->check(png_name());
   evaluate->add_option("--json", e->json_path, "Write the metrics as JSON")->check(writable_file());
   evaluate->callback([e, &global, &action] { action = [e, &global] { run_eval(*e, global); }; });
 }

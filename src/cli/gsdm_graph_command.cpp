@@ -82,7 +82,8 @@ void register_gsdm_graph_commands(CLI::App& gsdm, Action& action) {
   CLI::App* mask = gsdm.add_subcommand("mask", "Compile a graphical model to its attention mask");
   add_source_options(mask, *o);
   mask->add_option("--png", o->png, "Write the mask as a PNG")
-      ->check(writable_file());
+      ->check(writable_file())
+      ->check(png_name());
   mask->add_option("--rule", o->rule, "standard, non-symmetrised or random (as gsdm train --mask)")
       ->check(CLI::IsMember(graph::mask_rule_names()))
       ->capture_default_str();

@@ -173,7 +173,7 @@ void add_sampling_options(CLI::App& command, SamplingOptions& o) {
       ->capture_default_str();
   command.add_option("--temperature", o.temperature,
                      "masked: values drawn at this temperature (0: the most probable)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative())
       ->capture_default_str();
   command.add_option("--confidence", o.confidence,
                      "adaptive: rank by the value's probability or by its margin over the most "
@@ -182,17 +182,17 @@ void add_sampling_options(CLI::App& command, SamplingOptions& o) {
   command.add_option("--unmask-per-step", o.unmask_per_step,
                      "adaptive: variables decided per step (0: as the schedule spreads them over "
                      "--sample-steps, which then sets the pace)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative())
       ->capture_default_str();
   command.add_option("--remask", o.remask,
                      "masked: each step, up to this many decided variables whose value fell below "
                      "probability 1/2 return to the mask (0: never); with --unmask-per-step on a "
                      "graph of discrete variables only, sampling goes on until the model doubts no "
                      "value (at most twice the steps)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative())
       ->capture_default_str();
   command.add_option("--eta", o.eta, "DDIM noise: 0 deterministic, 1 the posterior variance")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(between(0.0, 1.0))
       ->capture_default_str();
 }
 

@@ -69,7 +69,9 @@ void register_pattern(CLI::App& app, const GlobalOptions& global, Action& action
           ->check(CLI::IsMember({"full", "causal", "window", "random", "tracformer-encoder",
                                  "tracformer-decoder"}));
   workload->excludes(builder);
-  cmd->add_option("--tokens", o->tokens, "Sequence length / nodes")->capture_default_str();
+  cmd->add_option("--tokens", o->tokens, "Sequence length / nodes")
+      ->check(positive())
+      ->capture_default_str();
   cmd->add_option("--layer", o->layer, "Layer (1-based; Tracformer builders and stacks)")
       ->capture_default_str();
   cmd->add_option("--layers", o->layers, "Number of layers (Tracformer decoder)")
@@ -82,7 +84,8 @@ void register_pattern(CLI::App& app, const GlobalOptions& global, Action& action
   cmd->add_option("--right", o->right, "Sliding window: keys to the right")->capture_default_str();
   cmd->add_option("--k", o->keys_per_row, "Random: keys per row")->capture_default_str();
   cmd->add_option("--png", o->png, "Write the mask as a PNG")
-      ->check(writable_file());
+      ->check(writable_file())
+      ->check(png_name());
   cmd->callback([o, workload, builder, &global, &action] {
     if (workload->count() == 0 && builder->count() == 0) {
       throw CLI::ValidationError("pattern", "give --workload or --builder");

@@ -95,6 +95,7 @@ void register_unn(CLI::App& app, const GlobalOptions& global, Action& action) {
   add_model_overrides(*generate, g->request.iterations, g->request.schedule, schedules);
   generate->add_option("--out", g->out_path, "PNG grid: a row per class, a column per iteration")
       ->check(writable_file())
+      ->check(png_name())
       ->required();
   generate
       ->add_option("--classifier", g->request.classifier_path,

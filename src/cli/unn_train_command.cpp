@@ -83,7 +83,7 @@ void register_unn_train(CLI::App& unn, const GlobalOptions& global, Action& acti
       ->check(non_negative())
       ->capture_default_str();
   train->add_option("--dropout", r.conv.dropout, "Dropout on H1 and H2 when classifying")
-      ->check(CLI::Range(0.0, 0.99))
+      ->check(between(0.0, 0.99))
       ->capture_default_str();
   train->add_flag_function(
       "--untied", [&r](int64_t) { r.conv.tied = false; },

@@ -133,6 +133,17 @@ CLI::Validator at_least(double low) {
       "AT LEAST " + CLI::detail::to_string(low), "at-least");
 }
 
+CLI::Validator between(double low, double high) {
+  const std::string interval = "[" + CLI::detail::to_string(low) + ", " + CLI::detail::to_string(high) + "]";
+  return CLI::Validator(
+      [low, high, interval](std::string& text) -> std::string {
+        double value = 0;
+        if (!as_number(text, value)) return "'" + text + "' is not a number";
+        return value >= low && value <= high ? "" : "must be in " + interval + ", got " + text;  // NaN: neither
+      },
+      "IN " + interval, "between");
+}
+
 CLI::Validator positive() { return bound(true, false, "POSITIVE", "positive"); }
 CLI::Validator non_negative() { return bound(false, false, "NONNEGATIVE", "non-negative"); }
 CLI::Validator positive_or_infinite() {

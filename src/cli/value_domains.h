@@ -21,6 +21,8 @@ CLI::Validator positive();
 CLI::Validator non_negative();
 // In (0, 1]: "must be in (0, 1], got 2".
 CLI::Validator fraction();
+// In [low, high] (so finite): "must be in [0, 1], got 2".
+CLI::Validator between(double low, double high);
 // >= low, finite: "must be >= 1, got 0.5".
 CLI::Validator at_least(double low);
 // > 0 or inf (e.g. --clip inf: no clipping).
