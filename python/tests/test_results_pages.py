@@ -24,6 +24,9 @@ PAGES = [
 # lines, blank lines aside, stand on the page one after another, and the page names the script.
 SECTIONS = [
     ("docs/results/unn.md", ["scripts/unn_ud_summary.py", "docs/results/unn/ud.tar.xz"]),
+    ("docs/results/gsdm-bcmf.md", ["scripts/gsdm_bcmf_structure_summary.py", "docs/results/gsdm-bcmf/structure.tar.xz"]),
+    ("docs/results/difformer.md", ["scripts/difformer_table9_summary.py", "docs/results/difformer-citation/table9.tar.xz"]),
+    ("docs/results/gsdm-embeddings.md", ["scripts/gsdm_embeddings_summary.py", "docs/results/gsdm-embeddings.tar.xz"]),
 ]
 
 
