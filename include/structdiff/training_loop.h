@@ -84,10 +84,11 @@ torch::Tensor epoch_order(int64_t count, uint64_t seed, int64_t epoch);
 
 // AdamW (decay on matrices only) with gradient clipping, EMA, progress bar, JSONL log (loss,
 // grad_norm, lr, seconds trained (counted on across resumes); validation metrics), atomic
-// checkpoints (model, optimizer, EMA, generators, step) that resume exactly. Resuming refuses a checkpoint whose metadata
-// differs from task.metadata, naming the field and both values. A non-finite loss or gradient,
-// or SIGINT/SIGTERM, stops with TrainingStopped (after checkpointing the last finished step on a
-// signal). ema_model holds the EMA weights, in eval mode, on return.
+// checkpoints (model, optimizer, EMA, generators, step) that resume exactly. Resuming refuses a
+// checkpoint whose metadata differs from task.metadata, naming the field and both values. A
+// non-finite loss or gradient, or SIGINT/SIGTERM, stops with TrainingStopped (after
+// checkpointing the last finished step on a signal). ema_model holds the EMA weights, in eval
+// mode, on return.
 LoopResult run_training(const LoopTask& task, const LoopOptions& options, uint64_t data_seed);
 
 }  // namespace structdiff::train
