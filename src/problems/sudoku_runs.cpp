@@ -42,6 +42,12 @@ std::string listed(const std::vector<std::string>& names) {
 Diversity measure_diversity(const TrainedModel& trained, const Grid& puzzle,
                             const EvalRequest& request) {
   const SolveOptions options = repeated_draws(trained, request.sampling);
+  // Through the size gate before any copy: per sample the puzzle's copy, the sample drawn and the
+  // sampler's one-hot state of float cells x values (twice).
+  const double cells = static_cast<double>(puzzle.cells.size());
+  require_memory(static_cast<double>(request.diversity_samples) *
+                     (2.0 * (sizeof(Grid) + 4.0 * cells) + 8.0 * cells * puzzle.side()),
+                 "--diversity-samples " + std::to_string(request.diversity_samples));
   const std::vector<Grid> samples =
       solve(trained.model, trained.schedule,
             std::vector<Grid>(request.diversity_samples, puzzle), options);
