@@ -378,6 +378,9 @@ TEST(ValueDomains, MessagesNameTheValueAndHelpShowsTheRealDefault) {
       {"gsdm train --problem sorting --blocks 5000", "--blocks: must be at most 1024, got 5000"},
       {"bench tracformer --budget 1e12", "--budget: must be at most 86400, got 1e12"},
       {"difformer train --epochs 1000000000000", "--epochs: must be at most 1000000, got 1000000000000"},
+      {"sudoku eval --model " + std::string(STRUCTDIFF_SOURCE_DIR) +
+           "/models/sudoku9.pt --diversity-samples 1000000000000",
+       "--diversity-samples: must be at most 1000000, got 1000000000000"},
   };
   for (const Case& c : cases) {
     const Result r = run("--dry-run " + c.args);

@@ -373,14 +373,13 @@ TEST(NodeTraining, DIFFormerLearnsAnEasyCsbm) {
 
 }  // namespace
 // The study resolves the defaults the dataset decides, and what the request names wins: Cora with
-// the sigmoid kernel gets the authors' released setting, except the epochs given here.
+// the sigmoid kernel gets the authors' released setting and split, except the epochs given here.
 TEST(DIFFormerStudy, CitationDefaultsAndWhatTheRequestNames) {
   const std::filesystem::path before = std::filesystem::current_path();
   std::filesystem::current_path(STRUCTDIFF_SOURCE_DIR);  // data/planetoid, as a user runs it
   StudyRequest request;
   request.dataset = "cora";
   request.kernel = "sigmoid";
-  request.split = "authors";
   request.runs = 1;
   request.epochs = 1;
   request.hidden = 16;
@@ -396,6 +395,7 @@ TEST(DIFFormerStudy, CitationDefaultsAndWhatTheRequestNames) {
   EXPECT_DOUBLE_EQ(config.at("lr").get<double>(), 1e-3);
   EXPECT_EQ(config.at("simple_norm"), "global");
   EXPECT_EQ(config.at("test"), 1000);
+  EXPECT_EQ(config.at("split"), "authors");
   EXPECT_EQ(report.record.at("data").at("normalize_features"), true);
   EXPECT_EQ(report.record.at("runs").size(), 1u);
 
@@ -438,6 +438,7 @@ TEST(DIFFormerStudy, CsbmAndFashionMnistDefaultsAndOneModelFilePerRun) {
   EXPECT_DOUBLE_EQ(config.at("lr").get<double>(), 0.01);
   EXPECT_DOUBLE_EQ(config.at("weight_decay").get<double>(), 5e-4);
   EXPECT_EQ(config.at("value_projection"), false);
+  EXPECT_EQ(config.at("split"), "per-run");
   for (const char* run : {"node-model-run1.pt", "node-model-run2.pt"}) {
     const nlohmann::json info = train::model_info(directory.file(run));
     EXPECT_EQ(info.at("kind"), "difformer");

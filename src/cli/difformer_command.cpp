@@ -67,11 +67,11 @@ void add_study_options(CLI::App& train, difformer::StudyRequest& r) {
       ->check(CLI::IsMember({"per-node", "global"}));
   add_optional_flag(train, "--normalize-features,!--no-normalize-features", r.normalize_features,
                     "cora, citeseer: divide each node's features by their sum, as the authors do (default: on)");
-  train.add_option("--split", r.split,
-                   "per-run (each run its own random split, seeded by the run) or authors (the "
-                   "DIFFormer authors' one split of seed 123 for every run; needs --test)")
-      ->check(CLI::IsMember({"per-run", "authors"}))
-      ->capture_default_str();
+  add_optional(train, "--split", r.split,
+               "per-run (each run its own random split, seeded by the run) or authors (the DIFFormer "
+               "authors' one split of seed 123 for every run; needs --test). Default: authors on cora "
+               "and citeseer, per-run elsewhere")
+      ->check(CLI::IsMember({"per-run", "authors"}));
   add_optional_flag(train, "--use-graph,!--no-use-graph", r.use_graph,
                     "Add the normalised input graph to the propagation (attention models; default: "
                     "off; on for DIFFormer on cora and citeseer)");

@@ -66,7 +66,7 @@ void register_sudoku_eval(CLI::App& sudoku, const GlobalOptions& global, Action&
       ->check(positive())
       ->capture_default_str();
   eval->add_option("--diversity-samples", e->request.diversity_samples, "Samples for the diversity check")
-      ->check(positive())
+      ->check(work_count(1000000))
       ->capture_default_str();
   eval->add_flag("--unique,!--no-unique", e->request.unique,
                  "Also score unique-solution puzzles with 25-35, 26-45 and 17-25 givens (9x9)")
