@@ -127,7 +127,7 @@ TEST(Cli, BadTrainingValuesAreUsageErrorsBeforeAnyWork) {
            {"--train-steps -5", "--train-steps: must be > 0, got -5"},
            {"--lr nan", "--lr: must be a finite number > 0, got nan"},
            {"--resume", "--resume needs --checkpoint FILE"},
-           {"--threads 100000", "--threads: Value 100000 not in range 1 to"},
+           {"--threads 100000", "--threads: must be in [1, "},
            {"--train-steps 2.7", "--train-steps"},
            {"--out /nonexistent_directory/m.pt", "cannot write '/nonexistent_directory/m.pt': directory '/nonexistent_directory' does not exist"},
            {"--out /tmp", "'/tmp' is a directory, not a file"},
@@ -181,7 +181,33 @@ TEST(Cli, OutputsNeverReplaceInputsEachOtherOrSpecialFiles) {
   EXPECT_FALSE(std::filesystem::exists(temp_path("policy.out")));
 }
 
-TEST(Cli, ModelFilesOfAnotherKindOrTruncatedAreNamed) {
+// An output that is a symbolic link is written through to its target, as the shell's `>` writes,
+// and stays a link; links that lead round in a loop are a usage error.
+TEST(Cli, OutputsWriteThroughSymbolicLinks) {
+  namespace fs = std::filesystem;
+  const std::string model = std::string(STRUCTDIFF_SOURCE_DIR) + "/models/gsdm-sorting5.pt";
+  const std::string target = temp_path("link-target.safetensors"), link = temp_path("latest.safetensors");
+  std::ofstream(target) << "old";
+  fs::remove(link);
+  fs::create_symlink(target, link);
+  Result r = run("export --model " + model + " --out " + link);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_GT(fs::file_size(target), 1000u);
+
+  const std::string first = temp_path("loop-a.pt"), second = temp_path("loop-b.pt");
+  fs::remove(first);
+  fs::remove(second);
+  fs::create_symlink(second, first);
+  fs::create_symlink(first, second);
+  r = run("export --model " + model + " --out " + first);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(line_count(r.output), 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "--out: cannot write " + first + ": its symbolic links lead round in a loop")) << r.output;
+  EXPECT_TRUE(fs::is_symlink(first) && fs::is_symlink(second));
+}
+
+TEST(Cli, ModelFilesOfAnotherKindTruncatedOrNotRegularAreNamed) {
   const std::string models = std::string(STRUCTDIFF_SOURCE_DIR) + "/models/";
   Result r = run("sudoku solve --model " + models + "ddpm-fashion-mnist.pt ................");
   EXPECT_EQ(r.exit_code, 1);
@@ -202,6 +228,14 @@ TEST(Cli, ModelFilesOfAnotherKindOrTruncatedAreNamed) {
     EXPECT_EQ(line_count(r.output), 1) << r.output;
     EXPECT_TRUE(contains(r.output, "is not a valid archive")) << r.output;
   }
+
+  // A pipe with no writer: libtorch's reader would wait for ever.
+  const std::string pipe = temp_path("model-pipe.pt");
+  ASSERT_EQ(run_shell("rm -f " + pipe + " && mkfifo " + pipe).exit_code, 0);
+  r = run_shell("timeout 30 " + std::string(STRUCTDIFF_BINARY) + " model info " + pipe + " 2>&1");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(line_count(r.output), 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "checkpoint " + pipe + " is not a regular file")) << r.output;
 }
 
 TEST(Cli, ModelInfoShowsKindProvenanceAndWeightsHash) {
@@ -281,7 +315,7 @@ TEST(Cli, DataParallelRanksTrainAndOneProcessResumes) {
   };
   for (const Case& c : std::vector<Case>{
            {"--world-size 2 gsdm eval --model " + out, "'gsdm eval' runs on one process"},
-           {"--world-size 0 " + train, "--world-size: Value 0 not in range 1 to 64"},
+           {"--world-size 0 " + train, "--world-size: must be in [1, 64], got 0"},
            {"--world-size 2 " + common + " --batch 7", "--batch 7 does not split evenly over 2 ranks"}}) {
     r = run(c.args);
     EXPECT_NE(r.exit_code, 0) << c.args;
@@ -365,6 +399,9 @@ TEST(ValueDomains, MessagesNameTheValueAndHelpShowsTheRealDefault) {
       {"sudoku train --clip -inf --out x.pt", "must be > 0 (or inf), got -inf"},
       {"bogus", "unknown command 'bogus' for 'structdiff'; the commands are bench, pattern"},
       {"pattern --builder causal --tokens 0", "--tokens: must be > 0, got 0"},
+      // CLI11 alone would read an empty value as the option's default.
+      {"--seed '' pattern --workload sudoku9", "--seed: '' is not a number"},
+      {"--threads '' pattern --workload sudoku9", "--threads: '' is not a number"},
       {"pattern --workload sudoku9 --png mask.txt", "'mask.txt' would hold a PNG image: give a name ending in .png"},
       // Checked by the library, as the command line is read: the same in --dry-run as in a run.
       {"gsdm train --problem chess", "unknown problem 'chess'"},

@@ -45,11 +45,15 @@ void require_memory(double bytes, const std::string& what);
 // may have").
 std::string read_bounded(const std::string& path, int64_t max_bytes, const std::string& what);
 
+// The file a write to `path` lands on: through symbolic links to their final target, as the
+// shell's `>` does, so that a link (latest.pt -> run3.pt) stays a link and its target gets the new
+// content. Throws std::invalid_argument for links that lead round in a loop.
+std::string output_target(const std::string& path);
 // Replaces the file at `path` by `temporary`, which the caller wrote in full beside it: flushed to
 // disk, then renamed over `path`, so that a reader finds the old file or the new one, never a
 // part. On failure `temporary` is removed, the old file stays, and std::runtime_error names path.
 void replace_file(const std::string& temporary, const std::string& path);
-// `bytes` into a temporary beside `path`, then replace_file.
+// `bytes` into a temporary beside output_target(path), then replace_file onto it.
 void write_file_atomically(const std::string& path, const std::string& bytes);
 
 // Tracks CPU tensor allocations made on this thread while alive, through libtorch's

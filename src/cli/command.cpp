@@ -149,13 +149,19 @@ CLI::Validator writable_file() {
         std::error_code error;
         if (path.empty()) return "an empty path";
         if (fs::is_directory(path, error)) return "'" + path + "' is a directory, not a file";
-        const fs::path parent = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+        std::string target;
+        try {
+          target = output_target(path);
+        } catch (const std::invalid_argument& e) {
+          return e.what();
+        }
+        const fs::path parent = fs::path(target).has_parent_path() ? fs::path(target).parent_path() : fs::path(".");
         if (!fs::is_directory(parent, error)) {
           return "cannot write '" + path + "': directory '" + parent.string() + "' does not exist";
         }
         // The file is replaced by renaming a temporary written beside it, so the directory must
         // be writable, and so must an existing file (it would be overwritten).
-        if (::access(parent.c_str(), W_OK) != 0 || (fs::exists(path, error) && ::access(path.c_str(), W_OK) != 0)) {
+        if (::access(parent.c_str(), W_OK) != 0 || (fs::exists(target, error) && ::access(target.c_str(), W_OK) != 0)) {
           return "cannot write '" + path + "': permission denied";
         }
         return "";

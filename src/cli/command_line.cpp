@@ -37,8 +37,8 @@ CommandLine::CommandLine() {
   // More threads than cores only slows a run down; far more makes OpenMP hang creating them.
   const int max_threads = 4 * default_threads();
   app.add_option("--threads", global.threads, "Intra-op threads (default: all cores)")
-      ->check(CLI::Range(1, max_threads).description("in 1.." + std::to_string(max_threads) +
-                                                      " (4 x this machine's cores)"))
+      ->check(between(1, max_threads).description("IN [1, " + std::to_string(max_threads) +
+                                                   "] (4 x this machine's cores)"))
       ->capture_default_str();
   app.add_option("--seed", global.seed, "Random seed")->capture_default_str();
   // One name for where models run, across subcommands; a device this libtorch cannot use is a
@@ -57,7 +57,7 @@ CommandLine::CommandLine() {
                  "Train data-parallel on N local ranks (processes) over PyTorch's distributed "
                  "engine; several machines: set MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE as "
                  "torchrun does")
-      ->check(CLI::Range(1, 64))
+      ->check(between(1, 64))
       ->capture_default_str();
   app.add_option("--rank-timeout", rank_timeout,
                  "Seconds a rank waits for the others before it stops with an error")

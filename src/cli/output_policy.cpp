@@ -90,7 +90,8 @@ OutputSet::~OutputSet() {
 
 std::string OutputSet::staged(const std::string& path) {
   if (path.empty()) return "";
-  pending_.emplace_back(path + ".pending." + std::to_string(::getpid()), path);
+  const std::string target = output_target(path);
+  pending_.emplace_back(target + ".pending." + std::to_string(::getpid()), target);
   return pending_.back().first;
 }
 

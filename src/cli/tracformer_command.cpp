@@ -174,7 +174,7 @@ void add_infill(CLI::App& command, const GlobalOptions& global, Action& action) 
       ->required();
   infill->add_option("--mask", f->mask, "Fill these character ranges instead, e.g. 3:10,20:25");
   infill->add_option("--samples", f->samples, "Samples to draw")
-      ->check(CLI::Range(1, 1000))
+      ->check(between(1, 1000))
       ->capture_default_str();
   infill->add_option("--temperature", f->sampling.temperature, "Sampling temperature (> 0)")
       ->capture_default_str();

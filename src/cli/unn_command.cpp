@@ -48,7 +48,7 @@ void add_model_overrides(CLI::App& command, std::optional<int64_t>& iterations,
                          const std::vector<std::string>& schedules) {
   command.add_option_function<int64_t>("--iterations", [&iterations](int64_t k) { iterations = k; },
                                        "k (default: the model's)")
-      ->check(CLI::Range(1, 64));
+      ->check(between(1, 64));
   command.add_option_function<std::string>(
              "--schedule", [&schedule](const std::string& name) { schedule = unn::parse_schedule(name); },
              "Update order (default: the model's)")
@@ -91,7 +91,7 @@ void register_unn(CLI::App& app, const GlobalOptions& global, Action& action) {
       ->required();
   generate->add_option_function<int64_t>("--class", [g](int64_t label) { g->request.label = label; },
                                          "Class 0-9 (default: all ten)")
-      ->check(CLI::Range(0, 9));
+      ->check(between(0, 9));
   add_model_overrides(*generate, g->request.iterations, g->request.schedule, schedules);
   generate->add_option("--out", g->out_path, "PNG grid: a row per class, a column per iteration")
       ->check(writable_file())

@@ -66,7 +66,7 @@ void register_unn_train(CLI::App& unn, const GlobalOptions& global, Action& acti
       ->check(CLI::ExistingDirectory);
   train->add_option("--out", r.out_path, "Model file to write")->check(writable_file())->required();
   train->add_option("--iterations", r.iterations, "k: sweeps of the schedule")
-      ->check(CLI::Range(1, 64))
+      ->check(between(1, 64))
       ->capture_default_str();
   train->add_option_function<std::string>(
            "--schedule", [&r](const std::string& name) { r.schedule = unn::parse_schedule(name); },

@@ -41,6 +41,15 @@ CLI::Validator at_most(double high, const std::string& name) {
       "AT MOST " + std::to_string(static_cast<int64_t>(high)), name);
 }
 
+CLI::Validator a_number() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double value = 0;
+        return as_number(text, value) ? "" : "'" + text + "' is not a number";
+      },
+      "", "a-number");
+}
+
 CLI::Validator finite() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
@@ -159,12 +168,12 @@ CLI::Validator work_count(int64_t high) {
 void apply_value_domains(CLI::App& app) {
   walk(app, "", [](const std::string&, CLI::Option& option) {
     const std::string type = base_type(option);
+    const bool declares_domain = has_validator(option, 0);
+    if (type == "FLOAT" || type == "INT" || type == "UINT") option.check(a_number());
     if (type == "FLOAT" && !has_validator(option, std::string(kAllowsInfinity))) {
       option.check(finite());
     }
-    if (type == "UINT" || (type == "INT" && !has_validator(option, 0))) {
-      option.check(no_minus_sign());
-    }
+    if (type == "UINT" || (type == "INT" && !declares_domain)) option.check(no_minus_sign());
     if (type == "UINT" || type == "INT") option.check(within_integer_range(type == "UINT"));
   });
 }

@@ -1,11 +1,12 @@
 // One value vocabulary for every numeric option of every command. Options declare a domain with
-// the validators below (or CLI::Range / CLI::IsMember); apply_value_domains then gives every
-// option the checks its type needs whatever it declared, so that a new option cannot let NaN,
-// infinity or a negative count through: a floating-point value must be finite unless its domain
-// says otherwise (positive_or_infinite), an unsigned one must be written without a minus sign
-// (CLI11 would wrap -1 to 2^64 - 1), and so must an integer that declares no domain of its own
-// (counts, sizes and steps; an option that takes negative values says so with CLI::Range). All are parse-time checks: usage errors, exit 2, the same in
-// --dry-run as in a run.
+// the validators below (or CLI::IsMember); apply_value_domains then gives every option the checks
+// its type needs whatever it declared, so that a new option cannot let NaN, infinity, a negative
+// count or a value that is no number (CLI11 reads an empty one as the default) through: a
+// floating-point value must be finite unless its domain says otherwise (positive_or_infinite),
+// an unsigned one must be written without a minus sign (CLI11 would wrap -1 to 2^64 - 1), and so
+// must an integer that declares no domain of its own (counts, sizes and steps; an option that
+// takes negative values says so with between()). All are parse-time checks: usage errors, exit 2,
+// the same in --dry-run as in a run.
 #pragma once
 
 #include <cstdint>

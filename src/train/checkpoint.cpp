@@ -39,6 +39,10 @@ torch::serialize::InputArchive open_checkpoint(const std::string& path,
   if (!std::filesystem::exists(path, ignored)) {
     throw std::runtime_error("checkpoint " + path + " does not exist");
   }
+  // libtorch's reader would wait for ever on a pipe without a writer; an archive needs seeking.
+  if (!std::filesystem::is_regular_file(path, ignored)) {
+    throw std::runtime_error("checkpoint " + path + " is not a regular file: a model file or checkpoint must be one");
+  }
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(path, device);

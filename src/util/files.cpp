@@ -45,6 +45,20 @@ std::string read_bounded(const std::string& path, int64_t max_bytes, const std::
   return content;
 }
 
+std::string output_target(const std::string& path) {
+  namespace fs = std::filesystem;
+  constexpr int kMostLinks = 40;  // the kernel's own limit on links followed in one lookup
+  fs::path target = path;
+  for (int followed = 0; followed < kMostLinks; ++followed) {
+    std::error_code error;
+    if (!fs::is_symlink(target, error)) return target.string();
+    const fs::path link = fs::read_symlink(target, error);
+    if (error) throw std::invalid_argument("cannot write " + path + ": " + error.message());
+    target = link.is_absolute() ? link : target.parent_path() / link;
+  }
+  throw std::invalid_argument("cannot write " + path + ": its symbolic links lead round in a loop");
+}
+
 void replace_file(const std::string& temporary, const std::string& path) {
   const auto fail = [&](const std::string& reason) {
     std::error_code ignored;
@@ -61,7 +75,8 @@ void replace_file(const std::string& temporary, const std::string& path) {
   if (std::rename(temporary.c_str(), path.c_str()) != 0) fail(std::strerror(errno));
 }
 
-void write_file_atomically(const std::string& path, const std::string& bytes) {
+void write_file_atomically(const std::string& given_path, const std::string& bytes) {
+  const std::string path = output_target(given_path);
   const std::string temporary = path + ".tmp." + std::to_string(::getpid());
   {
     errno = 0;
