@@ -282,6 +282,8 @@ def load_model_file(path):
         raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
     if not os.path.exists(path):
         raise ValueError(f"model file {os.fspath(path)} does not exist")
+    if not os.path.isfile(path):
+        raise ValueError(f"model file {os.fspath(path)} is not a regular file (a directory, pipe or device)")
     metadata, names, tensors = _ops.read_model_file(os.fspath(path))
     return dict(zip(names, tensors)), json.loads(metadata)
 

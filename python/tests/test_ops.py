@@ -137,6 +137,7 @@ def test_bad_input_raises_with_a_clear_message():
         (lambda: structdiff.favor_attention(q, k, v, torch.ones(6, 4, dtype=torch.float64), "tanh"),
          "'softmax' or 'relu'"),
         (lambda: structdiff.load_model_file("/nonexistent.pt"), "does not exist"),
+        (lambda: structdiff.load_model_file("/dev/null"), "/dev/null is not a regular file"),
     ]
     for call, fragment in cases:
         with pytest.raises((ValueError, RuntimeError)) as error:
