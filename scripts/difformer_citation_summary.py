@@ -12,12 +12,9 @@ best-validation epoch, mean ± sample std over the 5 initialisations (%); s/epoc
 of a run over its epochs, mean over runs (one thread, the machine shared).
 """
 import json
-import pathlib
 import statistics
-import sys
-import tempfile
 
-from results_archive import unpacked
+from results_archive import summarise
 
 PAPER = {  # Table 2, mean ± std over 5 initialisations
     "cora": {"mlp": "56.1 ± 1.6", "gcn": "81.5 ± 1.3", "gat": "83.0 ± 0.7",
@@ -63,7 +60,4 @@ def main(directory):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    with tempfile.TemporaryDirectory() as scratch:
-        main(unpacked(sys.argv[1], scratch))
+    summarise(main, __doc__)

@@ -14,12 +14,9 @@ Models are listed in the script's order (MODEL_ORDER), others after them in the 
 cells were written (by name where the times are equal, as in an archive).
 """
 import json
-import pathlib
 import statistics
-import sys
-import tempfile
 
-from results_archive import unpacked
+from results_archive import summarise
 
 
 MODEL_ORDER = ["mlp", "gcn", "gat", "transformer", "difformer-s", "difformer-a",
@@ -143,7 +140,4 @@ def main(out):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    with tempfile.TemporaryDirectory() as scratch:
-        main(unpacked(sys.argv[1], scratch))
+    summarise(main, __doc__)

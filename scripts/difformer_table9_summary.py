@@ -7,10 +7,8 @@ between models compare. Usage: scripts/difformer_table9_summary.py OUT_DIR
 OUT_DIR: the script's directory, or the same packed as a .tar.xz
 (docs/results/difformer-citation/table9.tar.xz, made by scripts/pack_results.py)."""
 import json
-import sys
-import tempfile
 
-from results_archive import unpacked
+from results_archive import summarise
 
 MODELS = ["mlp", "gcn", "gat", "difformer-s", "difformer-a"]
 # Table 9, Cora: (seconds per epoch, training memory MB); the MLP is not in the table.
@@ -43,7 +41,4 @@ def main(out):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    with tempfile.TemporaryDirectory() as scratch:
-        main(unpacked(sys.argv[1], scratch))
+    summarise(main, __doc__)

@@ -7,10 +7,8 @@ Usage: scripts/gsdm_bcmf_structure_summary.py OUT_DIR
 OUT_DIR: the script's directory (<arm>.jsonl, <arm>.eval.json), or the same packed as a .tar.xz
 (docs/results/gsdm-bcmf/structure.tar.xz, made by scripts/pack_results.py)."""
 import json
-import sys
-import tempfile
 
-from results_archive import unpacked
+from results_archive import summarise
 
 ARMS = [("structured", "structured attention, with C (GSDM)"),
         ("unstructured", "unstructured (dense) attention, with C"),
@@ -42,7 +40,4 @@ def main(out):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    with tempfile.TemporaryDirectory() as scratch:
-        main(unpacked(sys.argv[1], scratch))
+    summarise(main, __doc__)

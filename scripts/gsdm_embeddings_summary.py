@@ -9,9 +9,8 @@ OUT_DIR: the script's directory (sorting<N>-<IE|AE|EE>.jsonl, sudoku-<IE|AE|EE>.
 same packed as a .tar.xz (docs/results/gsdm-embeddings.tar.xz, made by scripts/pack_results.py)."""
 import json
 import sys
-import tempfile
 
-from results_archive import unpacked
+from results_archive import summarise
 
 EMBEDDINGS = ["EE", "AE", "IE"]
 
@@ -86,7 +85,4 @@ if __name__ == "__main__":
     if "--png" in arguments:
         png = arguments[arguments.index("--png") + 1]
         del arguments[arguments.index("--png"):arguments.index("--png") + 2]
-    if len(arguments) != 1:
-        sys.exit(__doc__)
-    with tempfile.TemporaryDirectory() as scratch:
-        main(unpacked(arguments[0], scratch), png)
+    summarise(lambda out_dir: main(out_dir, png), __doc__, arguments)

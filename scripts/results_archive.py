@@ -1,7 +1,9 @@
 """Raw results as the summary scripts read them: a directory, or the same packed as a .tar.xz
 by scripts/pack_results.py."""
 import pathlib
+import sys
 import tarfile
+import tempfile
 
 
 def unpacked(out_dir, scratch):
@@ -13,3 +15,13 @@ def unpacked(out_dir, scratch):
         archive.extractall(scratch, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
     (top,) = pathlib.Path(scratch).iterdir()
     return top
+
+
+def summarise(main, usage, arguments=None):
+    """A summary script's command line: one OUT_DIR (a directory or its .tar.xz), whose directory
+    `main` reads; `usage` (the script's docstring) when the line is anything else."""
+    arguments = sys.argv[1:] if arguments is None else arguments
+    if len(arguments) != 1:
+        sys.exit(usage)
+    with tempfile.TemporaryDirectory() as scratch:
+        main(unpacked(arguments[0], scratch))

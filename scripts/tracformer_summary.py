@@ -14,7 +14,6 @@ that has none is left out.
 """
 import argparse
 import json
-import pathlib
 import random
 import sys
 import tempfile

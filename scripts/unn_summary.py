@@ -11,13 +11,10 @@ only), and the share of block updates that lowered or kept the float64 energy in
 Where a cell has several seeds, a line per cell adds the mean and sample std of test accuracy.
 """
 import json
-import pathlib
 import re
 import statistics
-import sys
-import tempfile
 
-from results_archive import unpacked
+from results_archive import summarise
 
 RUN_NAME = re.compile(r"^(.+)-s(\d+)$")
 LAST_LINE = re.compile(r"best development accuracy ([\d.]+)% at step (\d+); "
@@ -64,7 +61,4 @@ def main(root):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    with tempfile.TemporaryDirectory() as scratch:
-        main(unpacked(sys.argv[1], scratch))
+    summarise(main, __doc__)

@@ -8,11 +8,8 @@ its code computes it (packed). Usage: scripts/unn_ud_summary.py OUT_DIR
 OUT_DIR: the script's directory, or the same packed as a .tar.xz (the committed parsers' JSON:
 docs/results/unn/ud.tar.xz, made by scripts/pack_results.py)."""
 import json
-import pathlib
-import sys
-import tempfile
 
-from results_archive import unpacked
+from results_archive import summarise
 
 PAPER = {  # treebank: (UAS, modifier lists, exact match), k = 1..5
     "af_afribooms": ([89.09, 88.98, 88.40, 87.77, 88.46], [74.10, 72.60, 72.90, 71.78, 72.01],
@@ -57,7 +54,4 @@ def main(out):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    with tempfile.TemporaryDirectory() as scratch:
-        main(unpacked(sys.argv[1], scratch))
+    summarise(main, __doc__)
