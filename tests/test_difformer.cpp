@@ -405,6 +405,11 @@ TEST(DIFFormerStudy, CitationDefaultsAndWhatTheRequestNames) {
   EXPECT_THROW_WITH(run_study(graph_on_gcn), std::invalid_argument,
                     "--use-graph adds a graph branch to attention models, not to gcn");
 
+  StudyRequest unknown_split;
+  unknown_split.split = "random";
+  EXPECT_THROW_WITH(run_study(unknown_split), std::invalid_argument,
+                    "unknown split 'random' (choose per-run or authors)");
+
   StudyRequest unknown;
   for (const std::string name : {"pubmed", "planetoid:", "Cora"}) {
     unknown.dataset = name;

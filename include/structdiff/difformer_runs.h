@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -54,6 +55,8 @@ struct StudyReport {
 // Throws std::invalid_argument unless run_study reads a dataset of this name: csbm,
 // fashion-mnist, a committed citation graph (cora, citeseer) or planetoid:DIR.
 void check_dataset_name(const std::string& name);
+// The splits StudyRequest::split names: per-run, authors.
+std::vector<std::string> split_names();
 
 // Resolves the request's defaults, loads the data, trains and tests every run (one line each on
 // stdout) and saves each run's model. Throws std::invalid_argument naming the option for a request

@@ -71,7 +71,7 @@ void add_study_options(CLI::App& train, difformer::StudyRequest& r) {
                "per-run (each run its own random split, seeded by the run) or authors (the DIFFormer "
                "authors' one split of seed 123 for every run; needs --test). Default: authors on cora "
                "and citeseer, per-run elsewhere")
-      ->check(CLI::IsMember({"per-run", "authors"}));
+      ->check(CLI::IsMember(difformer::split_names()));
   add_optional_flag(train, "--use-graph,!--no-use-graph", r.use_graph,
                     "Add the normalised input graph to the propagation (attention models; default: "
                     "off; on for DIFFormer on cora and citeseer)");

@@ -16,13 +16,16 @@ bool as_number(const std::string& text, double& value) {
   return CLI::detail::lexical_cast(text, value);
 }
 
+// What every numeric check says of a value that is no number.
+std::string not_a_number(const std::string& text) { return "'" + text + "' is not a number"; }
+
 CLI::Validator bound(bool strict, bool infinity, const std::string& description,
                      const std::string& name) {
   const std::string limit = strict ? "> 0" : ">= 0";
   return CLI::Validator(
       [strict, infinity, limit](std::string& text) -> std::string {
         double value = 0;
-        if (!as_number(text, value)) return "'" + text + "' is not a number";
+        if (!as_number(text, value)) return not_a_number(text);
         const bool in_bound = strict ? value > 0 : value >= 0;  // NaN is in neither
         if (infinity) return in_bound ? "" : "must be " + limit + " (or inf), got " + text;
         if (!std::isfinite(value)) return "must be a finite number " + limit + ", got " + text;
@@ -45,7 +48,7 @@ CLI::Validator a_number() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
         double value = 0;
-        return as_number(text, value) ? "" : "'" + text + "' is not a number";
+        return as_number(text, value) ? "" : not_a_number(text);
       },
       "", "a-number");
 }
@@ -124,7 +127,7 @@ CLI::Validator fraction() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
         double value = 0;
-        if (!as_number(text, value)) return "'" + text + "' is not a number";
+        if (!as_number(text, value)) return not_a_number(text);
         return value > 0 && value <= 1 ? "" : "must be in (0, 1], got " + text;
       },
       "FRACTION", "fraction");
@@ -135,7 +138,7 @@ CLI::Validator at_least(double low) {
   return CLI::Validator(
       [low, limit](std::string& text) -> std::string {
         double value = 0;
-        if (!as_number(text, value)) return "'" + text + "' is not a number";
+        if (!as_number(text, value)) return not_a_number(text);
         if (!std::isfinite(value)) return "must be a finite number " + limit + ", got " + text;
         return value >= low ? "" : "must be " + limit + ", got " + text;
       },
@@ -147,7 +150,7 @@ CLI::Validator between(double low, double high) {
   return CLI::Validator(
       [low, high, interval](std::string& text) -> std::string {
         double value = 0;
-        if (!as_number(text, value)) return "'" + text + "' is not a number";
+        if (!as_number(text, value)) return not_a_number(text);
         return value >= low && value <= high ? "" : "must be in " + interval + ", got " + text;  // NaN: neither
       },
       "IN " + interval, "between");

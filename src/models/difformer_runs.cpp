@@ -1,5 +1,6 @@
 #include "structdiff/difformer_runs.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -100,6 +101,10 @@ StudyRequest resolved(StudyRequest request) {
   // The citation papers report one split's accuracy (the authors' run.sh); random splits per run
   // measure split-to-split spread too and sit about two points lower on Cora.
   request.split = request.split.value_or(citation ? "authors" : "per-run");
+  const std::vector<std::string> splits = split_names();
+  if (std::find(splits.begin(), splits.end(), *request.split) == splits.end()) {
+    throw std::invalid_argument("unknown split '" + *request.split + "' (choose per-run or authors)");
+  }
   network.diffusivity = diffusivity_of(request);
   if (network.use_graph && (request.architecture == "mlp" || request.architecture == "gcn")) {
     throw std::invalid_argument("--use-graph adds a graph branch to attention models, not to " +
@@ -232,6 +237,8 @@ void check_dataset_name(const std::string& name) {
   throw std::invalid_argument("unknown dataset '" + name +
                               "' (choose csbm, fashion-mnist, cora, citeseer or planetoid:DIR)");
 }
+
+std::vector<std::string> split_names() { return {"per-run", "authors"}; }
 
 StudyReport run_study(const StudyRequest& given) {
   StudyRequest request = resolved(given);
