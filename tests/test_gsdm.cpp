@@ -9,6 +9,7 @@
 
 #include "structdiff/gsdm.h"
 #include "structdiff/gsdm_training.h"
+#include "structdiff/sudoku.h"
 #include "structdiff/sudoku_model.h"
 #include "structdiff/sudoku_runs.h"
 #include "structdiff/training_loop.h"
@@ -304,6 +305,64 @@ TEST(Gsdm, SudokuEvaluationScoresEachSettingInOrderAndRepeatsPerSeed) {
   ASSERT_EQ(first.size(), 5u);
   EXPECT_EQ(first[4]["setting"], "diversity");
   EXPECT_EQ(run(), first);
+}
+
+// The "puzzles" variant's examples: about half observe the givens of a unique-solution puzzle
+// (17-45 of them), where random cells seldom pin one solution; 9x9 only.
+TEST(Gsdm, SudokuPuzzlesVariantObservesUniquePuzzlesAboutHalfTheTime) {
+  const auto unique_puzzles = [](bool variant) {
+    std::mt19937_64 rng(4);
+    const sudoku::Batch batch = sudoku::make_training_batch(3, 40, rng, sudoku::GridFamily::broad, variant);
+    std::vector<sudoku::Grid> puzzles = sudoku::decode(batch.x0, 3);
+    int unique = 0;
+    for (size_t b = 0; b < puzzles.size(); ++b) {
+      int givens = 0;
+      for (int c = 0; c < 81; ++c) {
+        if (!batch.observed[b][c].item<bool>()) puzzles[b].cells[c] = sudoku::kBlank;
+        givens += puzzles[b].cells[c] != sudoku::kBlank;
+      }
+      unique += givens >= 17 && givens <= 45 && sudoku::count_solutions(puzzles[b], 2) == 1;
+    }
+    return unique;
+  };
+  const int with_variant = unique_puzzles(true), without = unique_puzzles(false);
+  EXPECT_GE(with_variant, 14);
+  EXPECT_LE(with_variant, 30);
+  EXPECT_LE(without, 6);
+  std::mt19937_64 rng(1);
+  EXPECT_THROW_WITH(sudoku::make_training_batch(2, 1, rng, sudoku::GridFamily::broad, true),
+                    std::invalid_argument, "sudoku: unique puzzles are 9x9 only");
+}
+
+// Only the settings named run, in their order, on the puzzles a full run scores: a masked model at
+// temperature 0 draws nothing while it samples, so its rows equal the full run's.
+TEST(Gsdm, SudokuEvaluationRunsOnlyTheNamedSettingsOnTheSamePuzzles) {
+  torch::manual_seed(7);
+  GsdmConfig config = small_config();
+  config.process = DiffusionProcess::masked;
+  const sudoku::TrainedModel trained = sudoku::build_model(
+      sudoku::model_metadata(2, sudoku::GridFamily::broad, config, diffusion::ScheduleConfig{}));
+  sudoku::EvalRequest request;
+  request.count = 3;
+  request.diversity_samples = 2;
+  request.seed = 5;
+  auto run = [&] {
+    request.sampling.generator = at::make_generator<at::CPUGeneratorImpl>(1);
+    nlohmann::json rows = sudoku::evaluate_settings(trained, request).rows;
+    for (auto& row : rows) row.erase("seconds_per_puzzle");
+    return rows;
+  };
+  const nlohmann::json all = run();
+  ASSERT_EQ(all.size(), 5u);  // nothing, 20 %, 50 %, 80 %, diversity
+  request.settings = {"80%", "nothing"};
+  const nlohmann::json some = run();
+  ASSERT_EQ(some.size(), 2u);
+  EXPECT_EQ(some[0], all[0]);
+  EXPECT_EQ(some[1], all[3]);
+  request.settings = {"half"};
+  EXPECT_THROW_WITH(sudoku::evaluate_settings(trained, request), std::invalid_argument,
+                    "sudoku eval: no setting 'half' (nothing, 16, 20%, 50%, 80%, 25-35, diversity, "
+                    "26-45, 17-25)");
 }
 
 // Each puzzle is scored by up to `samples` draws, and each row says how many it allowed and drew;

@@ -2,6 +2,7 @@
 // identities, its metric, and the shared model file and evaluation.
 #include <random>
 #include <set>
+#include <tuple>
 
 #include <gtest/gtest.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -397,6 +398,36 @@ TEST(ProblemTraining, TrainsARequestWithTheProblemsDefaultsAndStartsFromAFile) {
                     "--stop-at: sorting has no validation metric 'accuracy'; it has");
   EXPECT_THROW_WITH(parse_stop_condition("rmse<0.1"), std::invalid_argument,
                     "--stop-at takes METRIC>=LEVEL or METRIC<=LEVEL");
+}
+
+// A variant that changes only the examples (sudoku's "puzzles") may start from a file of the
+// problem's own form, since the graph and so every weight is the same; a variant that changes the
+// graph (sorting's "s-fully-connected") is refused by name.
+TEST(ProblemTraining, StartsFromAFileOfAnotherVariantOnlyWhereTheGraphIsTheSame) {
+  TemporaryDirectory directory;
+  for (const auto& [problem, size, variant] :
+       {std::make_tuple("sudoku", int64_t{9}, "puzzles"), std::make_tuple("sorting", int64_t{3}, "s-fully-connected")}) {
+    ProblemTrainRequest request;
+    request.problem = problem;
+    request.options.size = {size};
+    request.dim = 16;
+    request.blocks = 1;
+    request.heads = 2;
+    request.training.loop.steps = 1;
+    request.training.loop.show_progress = false;
+    request.batch = 2;
+    const std::string file = directory.file(std::string(problem) + ".pt");
+    ProblemTrainReport first = train_problem(request);
+    save_problem_model(file, first.averaged);
+    request.init_from = file;
+    request.options.variant = variant;
+    if (std::string(problem) == "sudoku") {
+      EXPECT_EQ(train_problem(request).averaged.metadata["initialised_from"]["trained_steps"], 1);
+    } else {
+      EXPECT_THROW_WITH(train_problem(request), std::invalid_argument,
+                        "problem option variant is null in the file and \"s-fully-connected\" here");
+    }
+  }
 }
 
 // A mask ablation is part of the model's configuration: the model file records the rule and its

@@ -32,9 +32,10 @@ struct Batch {
   torch::Tensor observed;  // (batch, cells) bool
 };
 // Fresh solutions of `family`, each observing a uniformly random number (0 .. all but one) of
-// random cells.
+// random cells; with `unique_puzzles` (9x9), each example instead observes, with probability 1/2,
+// the givens of a unique-solution puzzle with 17-45 givens (the puzzles `sudoku eval` scores).
 Batch make_training_batch(int n, int64_t batch, std::mt19937_64& rng,
-                          GridFamily family = GridFamily::broad);
+                          GridFamily family = GridFamily::broad, bool unique_puzzles = false);
 
 using Sampler = gsdm::Sampler;
 using SolveOptions = gsdm::SampleOptions;

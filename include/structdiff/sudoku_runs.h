@@ -60,6 +60,9 @@ struct EvalRequest {
   int64_t diversity_samples = 32;
   int64_t samples = 1;             // per puzzle, stopping at the first valid one
   bool unique = true;              // the unique-solution settings too (9 x 9 models)
+  // Only these settings (eval_setting_names()); empty: all. The puzzles of every setting are
+  // drawn all the same, so a setting scores the same puzzles whichever others run.
+  std::vector<std::string> settings;
   std::optional<GridFamily> grids;  // puzzles from these grids; empty: what the model trained on
   SolveOptions sampling;           // the seed below draws the puzzles
   uint64_t seed = 0;
@@ -75,6 +78,10 @@ struct EvalReport {
 
 // The grids the request's puzzles come from: request.grids, or those the model trained on.
 GridFamily puzzle_grids(const TrainedModel& trained, const EvalRequest& request);
+
+// The short names EvalRequest::settings takes, in the order the settings run: from nothing, 16
+// cells given, 20/50/80 % given, unique 25-35 givens, diversity, unique 26-45 and 17-25 givens.
+std::vector<std::string> eval_setting_names();
 
 // The puzzles of each setting are drawn from request.seed in a fixed order, so equal seeds score
 // equal puzzles across models and runs.

@@ -39,10 +39,14 @@ nlohmann::json start_from_model_file(const std::string& path, ProblemModel& trai
   if (start.problem != trained.problem) {
     refuse("it is a model of " + start.problem->name + ", this run trains " + trained.problem->name);
   }
+  // A variant that changes only the examples (sudoku's "puzzles") keeps the graph, and so the
+  // weights fit.
+  const bool same_graph = start.graph.to_json() == trained.graph.to_json();
   for (const char* part : {"problem_options", "model"}) {
     const nlohmann::json theirs = start.metadata.at("config").value(part, nlohmann::json::object());
     for (const auto& [key, value] : trained.metadata.at("config").at(part).items()) {
       const nlohmann::json other = theirs.value(key, nlohmann::json());
+      if (key == "variant" && same_graph) continue;
       if (other != value) {
         refuse(std::string(part == std::string("model") ? "model " : "problem option ") + key +
                " is " + other.dump() + " in the file and " + value.dump() + " here");

@@ -68,6 +68,10 @@ Diversity measure_diversity(const TrainedModel& trained, const Grid& puzzle,
 
 }  // namespace
 
+std::vector<std::string> eval_setting_names() {
+  return {"nothing", "16", "20%", "50%", "80%", "25-35", "diversity", "26-45", "17-25"};
+}
+
 GridFamily puzzle_grids(const TrainedModel& trained, const EvalRequest& request) {
   return request.grids.value_or(trained.grids);
 }
@@ -77,8 +81,19 @@ EvalReport evaluate_settings(const TrainedModel& trained, const EvalRequest& req
   report.grids = puzzle_grids(trained, request);
   report.rows = nlohmann::json::array();
   const int cells = trained.n * trained.n * trained.n * trained.n;
+  const std::vector<std::string> known = eval_setting_names();
+  for (const std::string& name : request.settings) {
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      throw std::invalid_argument("sudoku eval: no setting '" + name + "' (" + listed(known) + ")");
+    }
+  }
+  const auto wanted = [&](const std::string& name) {
+    return request.settings.empty() ||
+           std::find(request.settings.begin(), request.settings.end(), name) != request.settings.end();
+  };
   std::mt19937_64 rng(request.seed);
-  auto score = [&](const std::string& setting, const std::vector<Grid>& puzzles) {
+  auto score = [&](const std::string& name, const std::string& setting, const std::vector<Grid>& puzzles) {
+    if (!wanted(name)) return;
     const Accuracy a = evaluate(trained, puzzles, request.sampling, request.samples);
     const double per_puzzle = static_cast<double>(std::max<int64_t>(1, a.puzzles));
     if (request.on_setting) request.on_setting(setting, a);
@@ -107,22 +122,25 @@ EvalReport evaluate_settings(const TrainedModel& trained, const EvalRequest& req
     return puzzles;
   };
   const bool unique = request.unique && trained.n == 3;
-  score("observed 0 (unconditional)", random_puzzles(0));
-  if (trained.n == 3) score("observed 16 cells", random_puzzles(16));
+  score("nothing", "observed 0 (unconditional)", random_puzzles(0));
+  if (trained.n == 3) score("16", "observed 16 cells", random_puzzles(16));
   for (int percent : {20, 50, 80}) {
-    score("observed " + std::to_string(percent) + "%", random_puzzles(cells * percent / 100));
+    const std::string name = std::to_string(percent) + "%";
+    score(name, "observed " + name, random_puzzles(cells * percent / 100));
   }
-  if (unique) score("unique, 25-35 givens", unique_puzzles(25, 35));
+  if (unique) score("25-35", "unique, 25-35 givens", unique_puzzles(25, 35));
   const Grid puzzle = random_puzzles(trained.n == 3 ? 16 : cells / 5).front();
-  const Diversity diversity = measure_diversity(trained, puzzle, request);
-  if (request.on_diversity) request.on_diversity(diversity);
-  report.rows.push_back({{"setting", "diversity"}, {"samples", diversity.samples},
-                         {"valid", diversity.valid}, {"distinct_valid", diversity.distinct_valid},
-                         {"temperature", diversity.temperature}});
+  if (wanted("diversity")) {
+    const Diversity diversity = measure_diversity(trained, puzzle, request);
+    if (request.on_diversity) request.on_diversity(diversity);
+    report.rows.push_back({{"setting", "diversity"}, {"samples", diversity.samples},
+                           {"valid", diversity.valid}, {"distinct_valid", diversity.distinct_valid},
+                           {"temperature", diversity.temperature}});
+  }
   // Drawn last, so that the puzzles above stay those of earlier evaluations with the same seed.
   if (unique) {
-    score("unique, 26-45 givens", unique_puzzles(26, 45));
-    score("unique, 17-25 givens (hard)", unique_puzzles(17, 25));
+    score("26-45", "unique, 26-45 givens", unique_puzzles(26, 45));
+    score("17-25", "unique, 17-25 givens (hard)", unique_puzzles(17, 25));
   }
   return report;
 }
