@@ -355,18 +355,24 @@ TEST(ProblemModel, SavesLoadsAndEvaluates) {
   EXPECT_TRUE(metrics.contains("seconds"));
 }
 
+// A small architecture (dim 16, one block, two heads) trained `steps` steps without a progress bar.
+ProblemTrainRequest tiny_request(const std::string& problem, int64_t size, int64_t steps) {
+  ProblemTrainRequest request;
+  request.problem = problem;
+  request.options.size = {size};
+  request.dim = 16;
+  request.blocks = 1;
+  request.heads = 2;
+  request.training.loop.steps = steps;
+  request.training.loop.show_progress = false;
+  return request;
+}
+
 // The library entry point of `gsdm train`: unset architecture, rate and batch are the problem's;
 // a run can start from a model file of the same architecture, and one of another is refused by
 // what differs; a stop condition must name a validation metric.
 TEST(ProblemTraining, TrainsARequestWithTheProblemsDefaultsAndStartsFromAFile) {
-  ProblemTrainRequest request;
-  request.problem = "sorting";
-  request.options.size = {3};
-  request.dim = 16;
-  request.blocks = 1;
-  request.heads = 2;
-  request.training.loop.steps = 3;
-  request.training.loop.show_progress = false;
+  ProblemTrainRequest request = tiny_request("sorting", 3, 3);
   request.batch = 4;
   ProblemTrainReport first = train_problem(request);
   EXPECT_EQ(first.result.steps_done, 3);
@@ -407,14 +413,7 @@ TEST(ProblemTraining, StartsFromAFileOfAnotherVariantOnlyWhereTheGraphIsTheSame)
   TemporaryDirectory directory;
   for (const auto& [problem, size, variant] :
        {std::make_tuple("sudoku", int64_t{9}, "puzzles"), std::make_tuple("sorting", int64_t{3}, "s-fully-connected")}) {
-    ProblemTrainRequest request;
-    request.problem = problem;
-    request.options.size = {size};
-    request.dim = 16;
-    request.blocks = 1;
-    request.heads = 2;
-    request.training.loop.steps = 1;
-    request.training.loop.show_progress = false;
+    ProblemTrainRequest request = tiny_request(problem, size, 1);
     request.batch = 2;
     const std::string file = directory.file(std::string(problem) + ".pt");
     ProblemTrainReport first = train_problem(request);
