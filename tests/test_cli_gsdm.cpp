@@ -213,6 +213,12 @@ TEST_F(SudokuCli, MaskedDiffusionTrainsEvaluatesAndRefusesTheOtherProcessesSampl
   r = run("sudoku solve --model " + masked + " --sampler ddim ................");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(contains(r.output, "samples with ancestral or adaptive, not ddim")) << r.output;
+  r = run("sudoku solve --model " + masked + " --sampler ancestral --order-noise 0.1 ................");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.output, "order noise reorders the adaptive sampler's choices")) << r.output;
+  r = run("sudoku solve --model " + masked + " --order-noise -1 ................");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.output, "--order-noise: must be >= 0, got -1")) << r.output;
   r = run("sudoku train --size 4 --diffusion absorbing --out " + masked);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(contains(r.output, "--diffusion: absorbing not in {gaussian,masked}")) << r.output;

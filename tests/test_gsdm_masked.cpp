@@ -1,7 +1,9 @@
 // GSDM's masked (absorbing-state) process: the schedule's ELBO weight, the loss's entropy bound,
 // samplers that keep observed variables and trust a model that knows the answer, and Gaussian
 // variables unchanged bit for bit when a graph has no discrete ones.
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include <gtest/gtest.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -109,19 +111,22 @@ TEST(MaskedSamplers, ObservedVariablesNeverChangeAndEveryLatentOneIsDecided) {
     Confidence confidence;
     double temperature;
     int64_t unmask_per_step, remask;
+    double order_noise;
   };
-  for (const Case& c : {Case{Sampler::ancestral, Confidence::probability, 1.0, 0, 0},
-                        Case{Sampler::adaptive, Confidence::probability, 0.0, 0, 0},
-                        Case{Sampler::adaptive, Confidence::margin, 0.5, 0, 0},
-                        Case{Sampler::adaptive, Confidence::probability, 0.0, 1, 0},
-                        Case{Sampler::adaptive, Confidence::probability, 1.0, 2, 3},
-                        Case{Sampler::model_default, Confidence::probability, 0.0, 0, 2}}) {
+  for (const Case& c : {Case{Sampler::ancestral, Confidence::probability, 1.0, 0, 0, 0},
+                        Case{Sampler::adaptive, Confidence::probability, 0.0, 0, 0, 0},
+                        Case{Sampler::adaptive, Confidence::margin, 0.5, 0, 0, 0},
+                        Case{Sampler::adaptive, Confidence::probability, 0.0, 1, 0, 0},
+                        Case{Sampler::adaptive, Confidence::margin, 0.0, 1, 0, 0.3},
+                        Case{Sampler::adaptive, Confidence::probability, 1.0, 2, 3, 0},
+                        Case{Sampler::model_default, Confidence::probability, 0.0, 0, 2, 0}}) {
     SampleOptions options;
     options.sampler = c.sampler;
     options.confidence = c.confidence;
     options.temperature = c.temperature;
     options.unmask_per_step = c.unmask_per_step;
     options.remask = c.remask;
+    options.order_noise = c.order_noise;
     options.ddim_steps = 5;
     options.generator = generator(2);
     const torch::Tensor state = sample(model, schedule, sudoku::observed_mask(puzzles),
@@ -176,6 +181,54 @@ TEST(MaskedSamplers, AModelThatKnowsTheAnswerIsSolvedInOnePass) {
                                          torch::zeros_like(answer), options),
                            answer));
   EXPECT_EQ(calls, 12);  // 16 cells, 4 given
+}
+
+// Order noise shuffles the order in which the adaptive sampler decides variables of nearly equal
+// confidence and keeps apart those far apart, while every value stays the most probable one.
+// The model here is confident of value 0 in every cell, more so the higher the cell's index (its
+// margin rises by about 0.05 a cell), and the order is read off the decided cells it is shown.
+TEST(MaskedSamplers, OrderNoiseShufflesOnlyNearlyEqualConfidencesAndKeepsTheValues) {
+  const graph::GraphicalModel graph = sudoku::graphical_model(2);
+  const Gsdm model(graph, masked_config());
+  const diffusion::NoiseSchedule schedule{diffusion::ScheduleConfig{}};
+  const int64_t cells = 16, values = 4;
+  const torch::Tensor logits = torch::zeros({1, cells, values});
+  logits.select(2, 0).copy_(torch::linspace(0.5, 3.0, cells).unsqueeze(0));
+  std::vector<int64_t> order;
+  const MaskedModelFn reader = [&](const torch::Tensor& x, const torch::Tensor&) {
+    const torch::Tensor decided = x.view({1, cells, values}).sum(-1).squeeze(0) > 0;
+    for (int64_t cell = 0; cell < cells; ++cell) {
+      if (decided[cell].item<bool>() && std::find(order.begin(), order.end(), cell) == order.end()) {
+        order.push_back(cell);
+      }
+    }
+    return logits.view({1, cells * values});
+  };
+  const torch::Tensor nothing_observed = torch::zeros({1, cells}, torch::kBool);
+  const torch::Tensor zeros = torch::zeros({1, cells * values});
+  const auto draw_order = [&](double noise, uint64_t seed) {
+    SampleOptions options;
+    options.sampler = Sampler::adaptive;
+    options.order_noise = noise;
+    options.generator = generator(seed);
+    order.clear();
+    const torch::Tensor state = sample_masked(reader, *model->structure(), schedule, MaskScheduleKind::cosine,
+                                              nothing_observed, zeros, zeros, options);
+    EXPECT_TRUE(torch::equal(state.view({cells, values}).argmax(-1), torch::zeros({cells}, torch::kLong)))
+        << "noise " << noise;
+    // The last cell is decided in the last step, after the last reading.
+    for (int64_t cell = 0; cell < cells; ++cell) {
+      if (std::find(order.begin(), order.end(), cell) == order.end()) order.push_back(cell);
+    }
+    return order;
+  };
+  std::vector<int64_t> most_confident_first(cells);
+  std::iota(most_confident_first.rbegin(), most_confident_first.rend(), int64_t{0});
+  EXPECT_EQ(draw_order(0.0, 1), most_confident_first);
+  EXPECT_EQ(draw_order(1e-3, 1), most_confident_first);  // gaps of about 0.05: far apart at this scale
+  const std::vector<int64_t> shuffled = draw_order(10.0, 1);
+  EXPECT_NE(shuffled, most_confident_first);
+  EXPECT_NE(draw_order(10.0, 2), shuffled);
 }
 
 // Remasking revises a value the model doubts once more is decided, and sampling stops when no
@@ -310,6 +363,17 @@ TEST(MaskedSamplers, RefuseTheGaussianProcessesSamplersAndBadOptions) {
   options.temperature = std::nan("");
   EXPECT_THROW_WITH(sample(masked, schedule, sudoku::observed_mask(puzzles), sudoku::encode(puzzles), options),
                     std::invalid_argument, "temperature must be finite and >= 0");
+  options.temperature = 0;
+  for (const double noise : {-0.1, std::nan(""), HUGE_VAL}) {
+    options.order_noise = noise;
+    EXPECT_THROW_WITH(sample(masked, schedule, sudoku::observed_mask(puzzles), sudoku::encode(puzzles), options),
+                      std::invalid_argument, "the order noise must be finite and >= 0");
+  }
+  options.order_noise = 0.1;
+  options.sampler = Sampler::ancestral;
+  EXPECT_THROW_WITH(sample(masked, schedule, sudoku::observed_mask(puzzles), sudoku::encode(puzzles), options),
+                    std::invalid_argument,
+                    "order noise reorders the adaptive sampler's choices; the ancestral sampler unmasks at random");
 }
 
 // A request for the model's default sampler runs the process's own; any other runs as named.
@@ -353,19 +417,33 @@ TEST(MaskedProcess, WithoutDiscreteVariablesGaussianBehaviourIsKeptBitForBit) {
   }
 }
 
-TEST(MaskedSamplers, RepeatedDrawsOfAPuzzleAreDrawnAtTemperatureOne) {
+// Redrawing a puzzle: the adaptive sampler at temperature 0 takes order noise (its values stay the
+// most probable); draws that already vary are left alone; the diversity check draws from a masked
+// model's own distribution.
+TEST(MaskedSamplers, RepeatedDrawsVaryTheOrderAndTheDiversityCheckDrawsAtTemperatureOne) {
   for (const DiffusionProcess process : {DiffusionProcess::masked, DiffusionProcess::gaussian}) {
+    const bool masked = process == DiffusionProcess::masked;
     GsdmConfig config = masked_config();
     config.process = process;
     sudoku::TrainedModel trained;
     trained.n = 2;
     trained.model = Gsdm(sudoku::graphical_model(2), config);
     SampleOptions options;
+    SampleOptions again = sudoku::repeated_draws(trained, options);
+    EXPECT_EQ(again.order_noise, masked ? sudoku::kRepeatedDrawOrderNoise : 0.0);
+    EXPECT_EQ(again.temperature, 0.0);
+    EXPECT_EQ(sudoku::own_distribution(trained, options).temperature, masked ? 1.0 : 0.0);
+    options.order_noise = 0.3;
+    EXPECT_EQ(sudoku::repeated_draws(trained, options).order_noise, 0.3);
+    options.order_noise = 0;
+    options.temperature = 0.5;
+    again = sudoku::repeated_draws(trained, options);
+    EXPECT_EQ(again.temperature, 0.5);
+    EXPECT_EQ(again.order_noise, 0.0);
+    EXPECT_EQ(sudoku::own_distribution(trained, options).temperature, masked ? 1.0 : 0.5);
     options.temperature = 0;
-    EXPECT_EQ(sudoku::repeated_draws(trained, options).temperature,
-              process == DiffusionProcess::masked ? 1.0 : 0.0);
-    options.temperature = 1.5;
-    EXPECT_EQ(sudoku::repeated_draws(trained, options).temperature, 1.5);
+    options.sampler = Sampler::ancestral;  // its random order already varies
+    EXPECT_EQ(sudoku::repeated_draws(trained, options).order_noise, 0.0);
   }
 }
 

@@ -234,11 +234,14 @@ struct SampleOptions {
   // has fallen below probability 1/2 return to the mask (ReMDM-style revision; 0: never). With
   // unmask_per_step > 0 on a graph of discrete variables only, sampling then goes on past the
   // pass that decides every variable until the model doubts none of an example's values, for
-  // as many steps again at most.
+  // as many steps again at most. order_noise: the adaptive sampler ranks each confidence plus
+  // this times standard Gumbel noise (random::gumbel), so draws at temperature 0 take different
+  // orders while each value is still the most probable; 0: strictly the most confident first.
   double temperature = 0.0;
   Confidence confidence = Confidence::by_temperature;
   int64_t unmask_per_step = 1;
   int64_t remask = 0;
+  double order_noise = 0.0;
   diffusion::ProgressFn progress;
   // The starting noise and the sampler's noise; required. Reusing one generator across calls
   // continues its stream, so a sequence of calls is reproducible from one seed.

@@ -21,6 +21,10 @@ torch::Tensor integers(int64_t low, int64_t high, at::IntArrayRef sizes,
 // 1 with probability p, else 0, in options' dtype.
 torch::Tensor bernoulli(at::IntArrayRef sizes, double p, const at::Generator& generator,
                         const torch::TensorOptions& options);
+// Standard Gumbel, -log(-log U): added to scores, it makes their ranking a random order that
+// keeps scores far apart in order and shuffles those within a few scales of each other.
+torch::Tensor gumbel(at::IntArrayRef sizes, const at::Generator& generator,
+                     const torch::TensorOptions& options);
 // One category per row of `probabilities` (rows, categories), as (rows,) int64 on its device.
 torch::Tensor categorical(const torch::Tensor& probabilities, const at::Generator& generator);
 

@@ -21,8 +21,9 @@ struct SolveRequest {
   std::string model_path;
   std::vector<std::string> puzzles;  // each as `parse` reads it
   std::string file;                  // "" or puzzles one per line, blank lines skipped
-  // With these the Gaussian 9x9 model solves 298 of 300 unique puzzles with 26-45 givens (about
-  // 6 s for one it cannot solve, 2 threads), the shipped masked one 295 (docs/results/gsdm-sudoku.md).
+  // With these the Gaussian 9x9 model solves 298 of 300 unique puzzles with 26-45 givens, the
+  // shipped masked one 300 (its later draws with order noise: repeated_draws); a puzzle no draw
+  // solves costs the masked one about 6 s on 2 threads (docs/results/gsdm-sudoku.md).
   int64_t samples = 64;  // up to this many per puzzle, stopping at a valid one (solve_until_valid)
   SolveOptions sampling;
   torch::Device device = torch::kCPU;
@@ -52,7 +53,7 @@ struct Diversity {
   int64_t samples = 0;
   int64_t valid = 0;
   int64_t distinct_valid = 0;
-  double temperature = 0;  // of the repeated draws (repeated_draws)
+  double temperature = 0;  // of the draws (own_distribution)
 };
 
 struct EvalRequest {

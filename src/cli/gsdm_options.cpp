@@ -145,6 +145,7 @@ gsdm::SampleOptions SamplingOptions::sample_options(uint64_t seed) const {
   o.confidence = gsdm::parse_confidence(confidence);
   o.unmask_per_step = unmask_per_step;
   o.remask = remask;
+  o.order_noise = order_noise;
   return o;
 }
 
@@ -189,6 +190,12 @@ void add_sampling_options(CLI::App& command, SamplingOptions& o) {
                      "probability 1/2 return to the mask (0: never); with --unmask-per-step on a "
                      "graph of discrete variables only, sampling goes on until the model doubts no "
                      "value (at most twice the steps)")
+      ->check(non_negative())
+      ->capture_default_str();
+  command.add_option("--order-noise", o.order_noise,
+                     "adaptive: Gumbel noise of this scale on each confidence, so draws at "
+                     "temperature 0 take different orders (0: the most confident first; sudoku "
+                     "solve's later draws use 0.1 when this and the temperature are 0)")
       ->check(non_negative())
       ->capture_default_str();
   command.add_option("--eta", o.eta, "DDIM noise: 0 deterministic, 1 the posterior variance")

@@ -54,6 +54,7 @@ struct SamplingOptions {
   double temperature = 0;
   std::string confidence;  // "": margin at temperature 0, probability above
   int64_t unmask_per_step = gsdm::SampleOptions{}.unmask_per_step, remask = 0;
+  double order_noise = 0;
   // The sampler that runs on a model of this process.
   gsdm::Sampler resolved_sampler(gsdm::DiffusionProcess process) const;
   // " (50 steps)", " (1 variable(s) per step)" or "" (the Gaussian ancestral chain's T steps).
@@ -61,7 +62,8 @@ struct SamplingOptions {
   // One generator for all of a command's sampling, seeded by --seed.
   gsdm::SampleOptions sample_options(uint64_t seed) const;
 };
-// --sampler, --sample-steps, --eta, --temperature, --confidence, --unmask-per-step, --remask.
+// --sampler, --sample-steps, --eta, --temperature, --confidence, --unmask-per-step, --remask,
+// --order-noise.
 void add_sampling_options(CLI::App& command, SamplingOptions& options);
 
 }  // namespace structdiff::cli

@@ -3,6 +3,7 @@
 // time step, so one model handles graphs with both kinds.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <tuple>
 #include <vector>
@@ -117,6 +118,13 @@ void check_masked_sampling(const diffusion::NoiseSchedule& schedule, const Sampl
   if (options.unmask_per_step < 0 || options.remask < 0) {
     throw std::invalid_argument("unmask-per-step and remask must be >= 0");
   }
+  if (!(options.order_noise >= 0) || !std::isfinite(options.order_noise)) {
+    throw std::invalid_argument("the order noise must be finite and >= 0");
+  }
+  if (options.order_noise > 0 && options.sampler != Sampler::adaptive) {
+    throw std::invalid_argument(
+        "order noise reorders the adaptive sampler's choices; the ancestral sampler unmasks at random");
+  }
 }
 
 // Below any confidence (a margin is >= -1): what is not masked is never chosen.
@@ -188,8 +196,13 @@ torch::Tensor step_unmask(const torch::Tensor& masked, const Proposals& proposal
       by_count ? (masked_now - options.unmask_per_step).clamp_min(0)
                : torch::minimum(masked_now,
                                 (latent_discrete.to(torch::kDouble) * (1 - alpha_next)).floor().to(torch::kLong));
+  torch::Tensor order = proposals.confidence;
+  if (options.order_noise > 0) {
+    order = order + options.order_noise * random::gumbel(masked.sizes(), options.generator, order.options());
+  }
+  // Noise can take a masked variable's score below kNeverChosen, so the others rank at -infinity.
   const torch::Tensor rank = ranks(
-      torch::where(masked, proposals.confidence, torch::full_like(proposals.confidence, kNeverChosen)),
+      torch::where(masked, order, torch::full_like(order, -std::numeric_limits<double>::infinity())),
       /*descending=*/true);
   return masked & (rank < (masked_now - keep_masked).unsqueeze(1));
 }

@@ -168,6 +168,15 @@ void save_model(const std::string& path, const TrainedModel& trained) {
 namespace structdiff::sudoku {
 
 SolveOptions repeated_draws(const TrainedModel& trained, SolveOptions options) {
+  const gsdm::DiffusionProcess process = trained.model->config().process;
+  if (gsdm::resolve_sampler(options.sampler, process) == gsdm::Sampler::adaptive &&
+      options.temperature == 0 && options.order_noise == 0) {
+    options.order_noise = kRepeatedDrawOrderNoise;
+  }
+  return options;
+}
+
+SolveOptions own_distribution(const TrainedModel& trained, SolveOptions options) {
   if (trained.model->config().process == gsdm::DiffusionProcess::masked) {
     options.temperature = std::max(options.temperature, 1.0);
   }

@@ -41,7 +41,7 @@ std::string listed(const std::vector<std::string>& names) {
 
 Diversity measure_diversity(const TrainedModel& trained, const Grid& puzzle,
                             const EvalRequest& request) {
-  const SolveOptions options = repeated_draws(trained, request.sampling);
+  const SolveOptions options = own_distribution(trained, request.sampling);
   // Through the size gate before any copy: per sample the puzzle's copy, the sample drawn and the
   // sampler's one-hot state of float cells x values (twice).
   const double cells = static_cast<double>(puzzle.cells.size());

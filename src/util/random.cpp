@@ -21,6 +21,12 @@ torch::Tensor uniform(at::IntArrayRef sizes, const at::Generator& generator,
   return torch::rand(sizes, generator, on_cpu(options)).to(options.device());
 }
 
+torch::Tensor gumbel(at::IntArrayRef sizes, const at::Generator& generator,
+                     const torch::TensorOptions& options) {
+  // U = 0 would give -infinity.
+  return uniform(sizes, generator, options).clamp_min(1e-12).log().neg().log().neg();
+}
+
 torch::Tensor integers(int64_t low, int64_t high, at::IntArrayRef sizes,
                        const at::Generator& generator, const torch::TensorOptions& options) {
   return torch::randint(low, high, sizes, generator, on_cpu(options)).to(options.device());
