@@ -32,6 +32,10 @@ TEST(Registry, UnknownProblemsAndSizesAreNamed) {
                     "sudoku has no intermediate variables to drop");
   EXPECT_THROW_WITH(resolve_options(find_problem("sudoku"), {{10}, true}), std::invalid_argument,
                     "--size for sudoku (grid side: 4, 9, 16 or 25): a square of 2..5, got 10");
+  ProblemOptions puzzles_at_4{{4}, true};
+  puzzles_at_4.variant = "puzzles";
+  EXPECT_THROW_WITH(resolve_options(find_problem("sudoku"), puzzles_at_4), std::invalid_argument,
+                    "--size for sudoku (grid side: 4, 9, 16 or 25): the puzzles variant is 9x9 only, got 4");
   EXPECT_THROW_WITH(resolve_options(find_problem("sudoku"), {{3}, true}), std::invalid_argument,
                     "--size for sudoku (grid side: 4, 9, 16 or 25) must be in 4 .. 25, got 3");
   EXPECT_EQ(resolve_options(find_problem("sorting"), {}).size, std::vector<int64_t>{5});

@@ -55,9 +55,10 @@ struct Problem {
   std::string summary;    // one line for --help
   std::string size_help;  // what --size's dimensions mean
   std::vector<int64_t> default_size, min_size, max_size;
-  // Optional: what a size inside min..max must also be (sudoku: a square side); returns "" when
-  // it is fine, else what is wrong, which resolve_options puts in its message.
-  std::function<std::string(const std::vector<int64_t>& size)> size_rule;
+  // Optional: what a size inside min..max must also be, for the options' variant (sudoku: a
+  // square side, 9 for its puzzles variant); returns "" when it is fine, else what is wrong,
+  // which resolve_options puts in its message.
+  std::function<std::string(const ProblemOptions& options)> size_rule;
   bool has_intermediates = false;  // whether --no-intermediates changes the graph
   // Other forms of the problem, name -> one line for --help: sorting's "s fully connected" and
   // "unconstrained s" graphs (paper Fig. 7), unconditional BCMF (Fig. 13). `graph`,

@@ -72,7 +72,8 @@ void register_sudoku_eval(CLI::App& sudoku, const GlobalOptions& global, Action&
                  "Also score unique-solution puzzles with 25-35, 26-45 and 17-25 givens (9x9)")
       ->capture_default_str();
   eval->add_option("--settings", e->request.settings,
-                   "Score only these settings (default: all); the puzzles stay those of a full run")
+                   "Score only these settings (default: all); the puzzles stay those of a full run "
+                   "(the sampler's random draws may differ)")
       ->check(CLI::IsMember(sudoku::eval_setting_names()));
   eval->add_option("--grids", e->grids,
                    "Puzzles from broad or pattern grids (default: what the model was trained on)")

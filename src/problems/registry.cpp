@@ -113,7 +113,7 @@ ProblemOptions resolve_options(const Problem& problem, ProblemOptions options) {
                                 size_text(problem.max_size) + ", got " + size_text(options.size));
   }
   if (problem.size_rule) {
-    if (const std::string wrong = problem.size_rule(options.size); !wrong.empty()) {
+    if (const std::string wrong = problem.size_rule(options); !wrong.empty()) {
       throw std::invalid_argument("--size for " + problem.name + " (" + problem.size_help +
                                   "): " + wrong + ", got " + size_text(options.size));
     }

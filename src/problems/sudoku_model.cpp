@@ -256,9 +256,10 @@ Problem sudoku() {
   p.default_size = {9};
   p.min_size = {4};
   p.max_size = {25};
-  p.size_rule = [](const std::vector<int64_t>& size) -> std::string {
-    const int64_t side = size.at(0);
-    return side == 4 || side == 9 || side == 16 || side == 25 ? "" : "a square of 2..5";
+  p.size_rule = [](const ProblemOptions& options) -> std::string {
+    const int64_t side = options.size.at(0);
+    if (side != 4 && side != 9 && side != 16 && side != 25) return "a square of 2..5";
+    return options.variant == "puzzles" && side != 9 ? "the puzzles variant is 9x9 only" : "";
   };
   p.variants = {{"pattern",
                  "train on the authors' grids: one shifted-row pattern, relabelled and shuffled "
