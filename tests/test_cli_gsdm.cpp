@@ -207,21 +207,22 @@ TEST_F(SudokuCli, MaskedDiffusionTrainsEvaluatesAndRefusesTheOtherProcessesSampl
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "masked diffusion, sampler adaptive (1 variable(s) per step)")) << r.output;
   EXPECT_TRUE(contains(r.output, "(temperature 1)")) << r.output;
-  r = run("sudoku solve --model " + model_ + " --sampler adaptive ................");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(contains(r.output, "needs a masked-process model")) << r.output;
-  r = run("sudoku solve --model " + masked + " --sampler ddim ................");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(contains(r.output, "samples with ancestral or adaptive, not ddim")) << r.output;
-  r = run("sudoku solve --model " + masked + " --sampler ancestral --order-noise 0.1 ................");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(contains(r.output, "order noise reorders the adaptive sampler's choices")) << r.output;
-  r = run("sudoku solve --model " + masked + " --order-noise -1 ................");
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_TRUE(contains(r.output, "--order-noise: must be >= 0, got -1")) << r.output;
-  r = run("sudoku train --size 4 --diffusion absorbing --out " + masked);
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_TRUE(contains(r.output, "--diffusion: absorbing not in {gaussian,masked}")) << r.output;
+  // Each refused: its exit code (1 from the library, 2 from option parsing) and message.
+  const auto expect_refused = [](const std::string& arguments, int exit_code, const std::string& message) {
+    const Result refused = run(arguments);
+    EXPECT_EQ(refused.exit_code, exit_code) << arguments;
+    EXPECT_TRUE(contains(refused.output, message)) << refused.output;
+  };
+  expect_refused("sudoku solve --model " + model_ + " --sampler adaptive ................", 1,
+                 "needs a masked-process model");
+  expect_refused("sudoku solve --model " + masked + " --sampler ddim ................", 1,
+                 "samples with ancestral or adaptive, not ddim");
+  expect_refused("sudoku solve --model " + masked + " --sampler ancestral --order-noise 0.1 ................", 1,
+                 "order noise reorders the adaptive sampler's choices");
+  expect_refused("sudoku solve --model " + masked + " --order-noise -1 ................", 2,
+                 "--order-noise: must be >= 0, got -1");
+  expect_refused("sudoku train --size 4 --diffusion absorbing --out " + masked, 2,
+                 "--diffusion: absorbing not in {gaussian,masked}");
 }
 
 TEST_F(SudokuCli, TheGenericGsdmEvalReadsSudokuModels) {

@@ -9,6 +9,7 @@
 
 #include <torch/torch.h>
 
+#include "structdiff/enum_names.h"
 #include "structdiff/runtime.h"
 
 namespace structdiff::difformer {
@@ -103,7 +104,7 @@ StudyRequest resolved(StudyRequest request) {
   request.split = request.split.value_or(citation ? "authors" : "per-run");
   const std::vector<std::string> splits = split_names();
   if (std::find(splits.begin(), splits.end(), *request.split) == splits.end()) {
-    throw std::invalid_argument("unknown split '" + *request.split + "' (choose per-run or authors)");
+    throw_unknown_name("split", *request.split, "per-run or authors");
   }
   network.diffusivity = diffusivity_of(request);
   if (network.use_graph && (request.architecture == "mlp" || request.architecture == "gcn")) {

@@ -127,8 +127,8 @@ void check_masked_sampling(const diffusion::NoiseSchedule& schedule, const Sampl
   }
 }
 
-// Below any confidence (a margin is >= -1): what is not masked is never chosen.
-constexpr double kNeverChosen = -3.0;
+// Below any confidence, order noise added or not: what is not masked is never chosen.
+constexpr double kNeverChosen = -std::numeric_limits<double>::infinity();
 
 // One step's reading of the network's output for the discrete variables: each variable's proposed
 // value, the model's confidence in it, and (when remasking) how probable each decided variable's
@@ -200,10 +200,8 @@ torch::Tensor step_unmask(const torch::Tensor& masked, const Proposals& proposal
   if (options.order_noise > 0) {
     order = order + options.order_noise * random::gumbel(masked.sizes(), options.generator, order.options());
   }
-  // Noise can take a masked variable's score below kNeverChosen, so the others rank at -infinity.
-  const torch::Tensor rank = ranks(
-      torch::where(masked, order, torch::full_like(order, -std::numeric_limits<double>::infinity())),
-      /*descending=*/true);
+  const torch::Tensor rank =
+      ranks(torch::where(masked, order, torch::full_like(order, kNeverChosen)), /*descending=*/true);
   return masked & (rank < (masked_now - keep_masked).unsqueeze(1));
 }
 

@@ -65,11 +65,35 @@ Diversity measure_diversity(const TrainedModel& trained, const Grid& puzzle,
   diversity.distinct_valid = static_cast<int64_t>(distinct.size());
   return diversity;
 }
+// Each evaluation setting's short name (EvalRequest::settings) and its row's label, in the order
+// the settings run.
+struct Setting {
+  const char* name;
+  const char* label;
+};
+constexpr Setting kSettings[] = {{"nothing", "observed 0 (unconditional)"},
+                                 {"16", "observed 16 cells"},
+                                 {"20%", "observed 20%"},
+                                 {"50%", "observed 50%"},
+                                 {"80%", "observed 80%"},
+                                 {"25-35", "unique, 25-35 givens"},
+                                 {"diversity", "diversity"},
+                                 {"26-45", "unique, 26-45 givens"},
+                                 {"17-25", "unique, 17-25 givens (hard)"}};
+
+std::string setting_label(const std::string& name) {
+  for (const Setting& setting : kSettings) {
+    if (name == setting.name) return setting.label;
+  }
+  throw std::logic_error("sudoku eval: no label for setting '" + name + "'");
+}
 
 }  // namespace
 
 std::vector<std::string> eval_setting_names() {
-  return {"nothing", "16", "20%", "50%", "80%", "25-35", "diversity", "26-45", "17-25"};
+  std::vector<std::string> names;
+  for (const Setting& setting : kSettings) names.emplace_back(setting.name);
+  return names;
 }
 
 GridFamily puzzle_grids(const TrainedModel& trained, const EvalRequest& request) {
@@ -92,8 +116,9 @@ EvalReport evaluate_settings(const TrainedModel& trained, const EvalRequest& req
            std::find(request.settings.begin(), request.settings.end(), name) != request.settings.end();
   };
   std::mt19937_64 rng(request.seed);
-  auto score = [&](const std::string& name, const std::string& setting, const std::vector<Grid>& puzzles) {
+  auto score = [&](const std::string& name, const std::vector<Grid>& puzzles) {
     if (!wanted(name)) return;
+    const std::string setting = setting_label(name);
     const Accuracy a = evaluate(trained, puzzles, request.sampling, request.samples);
     const double per_puzzle = static_cast<double>(std::max<int64_t>(1, a.puzzles));
     if (request.on_setting) request.on_setting(setting, a);
@@ -122,25 +147,24 @@ EvalReport evaluate_settings(const TrainedModel& trained, const EvalRequest& req
     return puzzles;
   };
   const bool unique = request.unique && trained.n == 3;
-  score("nothing", "observed 0 (unconditional)", random_puzzles(0));
-  if (trained.n == 3) score("16", "observed 16 cells", random_puzzles(16));
+  score("nothing", random_puzzles(0));
+  if (trained.n == 3) score("16", random_puzzles(16));
   for (int percent : {20, 50, 80}) {
-    const std::string name = std::to_string(percent) + "%";
-    score(name, "observed " + name, random_puzzles(cells * percent / 100));
+    score(std::to_string(percent) + "%", random_puzzles(cells * percent / 100));
   }
-  if (unique) score("25-35", "unique, 25-35 givens", unique_puzzles(25, 35));
+  if (unique) score("25-35", unique_puzzles(25, 35));
   const Grid puzzle = random_puzzles(trained.n == 3 ? 16 : cells / 5).front();
   if (wanted("diversity")) {
     const Diversity diversity = measure_diversity(trained, puzzle, request);
     if (request.on_diversity) request.on_diversity(diversity);
-    report.rows.push_back({{"setting", "diversity"}, {"samples", diversity.samples},
+    report.rows.push_back({{"setting", setting_label("diversity")}, {"samples", diversity.samples},
                            {"valid", diversity.valid}, {"distinct_valid", diversity.distinct_valid},
                            {"temperature", diversity.temperature}});
   }
   // Drawn last, so that the puzzles above stay those of earlier evaluations with the same seed.
   if (unique) {
-    score("26-45", "unique, 26-45 givens", unique_puzzles(26, 45));
-    score("17-25", "unique, 17-25 givens (hard)", unique_puzzles(17, 25));
+    score("26-45", unique_puzzles(26, 45));
+    score("17-25", unique_puzzles(17, 25));
   }
   return report;
 }
