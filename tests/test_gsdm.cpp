@@ -434,6 +434,26 @@ TEST(Gsdm, SolvePuzzlesNamesEachPuzzleAndReportsWhatFailed) {
                     "no puzzle given (PUZZLE or --file)");
 }
 
+// A file of many failing puzzles names the first five and counts the rest, in both kinds of failure.
+TEST(Gsdm, SolveFailuresNameAtMostFivePuzzles) {
+  sudoku::SolveReport report;
+  for (int line = 1; line <= 7; ++line) {
+    report.puzzles.push_back({"f line " + std::to_string(line), /*has_solution=*/line > 2, {}});
+  }
+  EXPECT_EQ(report.failures(4),
+            "no solution at all for f line 1, f line 2; no valid solution in 4 sample(s) for "
+            "f line 3, f line 4, f line 5, f line 6, f line 7 (try more --samples)");
+  report.puzzles.push_back({"f line 8", true, {}});
+  for (sudoku::SolvedPuzzle& puzzle : report.puzzles) puzzle.has_solution = !puzzle.has_solution;
+  EXPECT_EQ(report.failures(4),
+            "no solution at all for 6 puzzles: f line 3, f line 4, f line 5, f line 6, f line 7 "
+            "and 1 more; no valid solution in 4 sample(s) for f line 1, f line 2 (try more --samples)");
+  for (sudoku::SolvedPuzzle& puzzle : report.puzzles) puzzle.has_solution = true;
+  EXPECT_EQ(report.failures(1),
+            "no valid solution in 1 sample(s) for 8 puzzles: f line 1, f line 2, f line 3, "
+            "f line 4, f line 5 and 3 more (try more --samples)");
+}
+
 // Drawing until valid: a solved puzzle needs one sample, a contradictory one takes all K (in
 // rounds 1, 2, 4, ...), and K = 1 is plain batched solving with the same noise.
 TEST(Gsdm, SolveUntilValidStopsAtTheFirstValidSample) {

@@ -39,6 +39,17 @@ std::string listed(const std::vector<std::string>& names) {
   return list;
 }
 
+// A file of thousands of puzzles would otherwise give an error naming every one.
+constexpr size_t kFailuresNamed = 5;
+
+// "a, b, c", or "N puzzles: a, ..., e and M more" when there are more than kFailuresNamed.
+std::string failed_puzzles(const std::vector<std::string>& names) {
+  if (names.size() <= kFailuresNamed) return listed(names);
+  const std::vector<std::string> first(names.begin(), names.begin() + kFailuresNamed);
+  return std::to_string(names.size()) + " puzzles: " + listed(first) + " and " +
+         std::to_string(names.size() - kFailuresNamed) + " more";
+}
+
 Diversity measure_diversity(const TrainedModel& trained, const Grid& puzzle,
                             const EvalRequest& request) {
   const SolveOptions options = own_distribution(trained, request.sampling);
@@ -216,10 +227,14 @@ std::string SolveReport::failures(int64_t samples) const {
     }
   }
   std::string text;
-  if (!impossible.empty()) text = listed(impossible) + " has no solution at all";
+  if (!impossible.empty()) {
+    text = impossible.size() == 1 ? impossible.front() + " has no solution at all"
+                                  : "no solution at all for " + failed_puzzles(impossible);
+  }
   if (!unsolved.empty()) {
     text += (text.empty() ? "" : "; ") + std::string("no valid solution in ") +
-            std::to_string(samples) + " sample(s) for " + listed(unsolved) + " (try more --samples)";
+            std::to_string(samples) + " sample(s) for " + failed_puzzles(unsolved) +
+            " (try more --samples)";
   }
   return text;
 }
