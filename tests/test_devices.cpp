@@ -73,6 +73,22 @@ TEST(Random, DrawsAreLibtorchsOnTheCpuAndTheSameOnAGpu) {
                            at::multinomial(probabilities, 1, false, seeded(6)).squeeze(1)));
 }
 
+// A temperature far below the logits' scale gives the most probable values all the mass (where
+// dividing first made inf / inf, and in float32 a temperature under 1e-38 made 0 / 0), a huge one
+// the uniform distribution, and 1 the softmax.
+TEST(Random, TemperedSoftmaxIsADistributionAtEveryTemperature) {
+  for (const auto dtype : {torch::kFloat, torch::kDouble}) {
+    const torch::Tensor logits = torch::tensor({1.0, 3.0, 2.0, 5.0, 5.0, -1.0}, dtype).view({2, 3});
+    EXPECT_TRUE(torch::allclose(random::tempered_softmax(logits, 1.0), torch::softmax(logits, -1)));
+    const torch::Tensor sharpest = torch::tensor({0.0, 1.0, 0.0, 0.5, 0.5, 0.0}, dtype).view({2, 3});
+    for (const double temperature : {1e-4, 1e-30, 1e-300, 4.9e-324}) {
+      EXPECT_TRUE(torch::equal(random::tempered_softmax(logits, temperature), sharpest)) << temperature;
+    }
+    EXPECT_TRUE(torch::allclose(random::tempered_softmax(logits, 1e300),
+                                torch::full({2, 3}, 1.0 / 3, dtype)));
+  }
+}
+
 // ---- GSDM on a GPU -----------------------------------------------------------------------------
 
 sudoku::TrainedModel tiny_sudoku(gsdm::GsdmConfig config = {}) {

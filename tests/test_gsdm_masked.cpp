@@ -181,6 +181,13 @@ TEST(MaskedSamplers, AModelThatKnowsTheAnswerIsSolvedInOnePass) {
                                          torch::zeros_like(answer), options),
                            answer));
   EXPECT_EQ(calls, 12);  // 16 cells, 4 given
+  // At a temperature far below the logits' scale every draw is the answer (dividing the float32
+  // logits by it gave 0 / 0, and the draw failed).
+  options.temperature = 1e-300;
+  EXPECT_TRUE(torch::equal(sample_masked(knows, *model->structure(), schedule,
+                                         MaskScheduleKind::linear, observed, sudoku::encode(puzzles),
+                                         torch::zeros_like(answer), options),
+                           answer));
 }
 
 // Order noise shuffles the order in which the adaptive sampler decides variables of nearly equal

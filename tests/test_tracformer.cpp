@@ -2,6 +2,7 @@
 // likelihoods, sparse = dense, training, exact resume, model files, sampling, bad input.
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <string>
 
@@ -506,6 +507,9 @@ TEST(TracformerSampling, FillsOnlyTheHiddenPositions) {
   const torch::Tensor logits = model->forward(greedy, given, Mode::car);
   const torch::Tensor hidden = given.logical_not();
   EXPECT_TRUE(torch::equal(logits.argmax(-1).masked_select(hidden), greedy.masked_select(hidden)));
+  // So is a vanishing temperature (dividing the logits by it first gave inf / inf).
+  EXPECT_TRUE(torch::equal(
+      infill(model, {tokens, given}, {std::numeric_limits<double>::denorm_min(), 1.0}, g1), greedy));
   EXPECT_THROW_WITH(infill(model, {tokens, given}, {0.0, 1.0}, g1), std::invalid_argument,
                     "temperature must be");
   EXPECT_THROW_WITH(infill(model, {tokens, given}, {1.0, 1.5}, g1), std::invalid_argument,

@@ -25,6 +25,10 @@ torch::Tensor bernoulli(at::IntArrayRef sizes, double p, const at::Generator& ge
 // keeps scores far apart in order and shuffles those within a few scales of each other.
 torch::Tensor gumbel(at::IntArrayRef sizes, const at::Generator& generator,
                      const torch::TensorOptions& options);
+// softmax(logits / temperature) over the last dimension, for any finite temperature > 0: the
+// largest logit is shifted to 0 before dividing, so a tiny temperature gives the most probable
+// value(s) all the mass instead of inf / inf.
+torch::Tensor tempered_softmax(const torch::Tensor& logits, double temperature);
 // One category per row of `probabilities` (rows, categories), as (rows,) int64 on its device.
 torch::Tensor categorical(const torch::Tensor& probabilities, const at::Generator& generator);
 

@@ -155,8 +155,9 @@ Proposals propose(const GsdmStructure& structure, const torch::Tensor& output, c
     proposals.value[g] =
         options.temperature == 0
             ? logits.argmax(-1)
-            : random::categorical(torch::softmax(logits / options.temperature, -1).view({-1, group.width}),
-                                  options.generator)
+            : random::categorical(
+                  random::tempered_softmax(logits, options.temperature).view({-1, group.width}),
+                  options.generator)
                   .view({batch, -1});
     proposals.confidence = proposals.confidence.index_copy(
         1, group.nodes, proposal_confidence(p, proposals.value[g], confidence));

@@ -328,7 +328,7 @@ namespace {
 // One draw per row of `logits` (rows, V), in float64, with temperature and nucleus filtering.
 torch::Tensor draw(const torch::Tensor& logits, const SamplingOptions& options,
                    at::Generator& generator) {
-  torch::Tensor probs = torch::softmax(logits.to(torch::kDouble) / options.temperature, -1);
+  torch::Tensor probs = random::tempered_softmax(logits.to(torch::kDouble), options.temperature);
   if (options.top_p < 1.0) {
     const auto [sorted, order] = probs.sort(-1, /*descending=*/true);
     // Keep a token while the mass before it is below top_p: the smallest set reaching top_p.

@@ -38,6 +38,12 @@ torch::Tensor bernoulli(at::IntArrayRef sizes, double p, const at::Generator& ge
   return at::bernoulli(shape, p, generator).to(options.device());
 }
 
+torch::Tensor tempered_softmax(const torch::Tensor& logits, double temperature) {
+  const torch::Tensor shifted = logits - logits.amax(-1, /*keepdim=*/true);
+  // The maximum stays 0 where the temperature rounds to 0 in the logits' precision (0 / 0).
+  return torch::softmax(torch::where(shifted == 0, shifted, shifted / temperature), -1);
+}
+
 torch::Tensor categorical(const torch::Tensor& probabilities, const at::Generator& generator) {
   return at::multinomial(probabilities.to(torch::kCPU), 1, false, generator)
       .squeeze(1)
