@@ -74,6 +74,12 @@ TEST(Gsdm, RejectsBadShapesAndConfigs) {
   bad.attention = Mechanism::linear;
   EXPECT_THROW_WITH(Gsdm(mixed_chain(), bad), std::invalid_argument,
                     "GSDM attention must be sparse, structured, gather or dense, got linear");
+  // A width no machine holds (a hostile model file's, say) is refused before any weight exists.
+  bad = small_config();
+  bad.dim = 100000000;
+  bad.heads = 1;
+  EXPECT_THROW_WITH(Gsdm(mixed_chain(), bad), std::invalid_argument,
+                    "a GSDM of dim 100000000 and 2 blocks needs 720000003.2 GB of memory");
 }
 
 // With per-token norms, a node's output after L blocks depends only on nodes within L hops.

@@ -121,7 +121,17 @@ struct GsdmStructure {
   // (the pattern follows by itself).
   torch::Device device = torch::kCPU;
   void move_to(torch::Device target);
+  // Query-key pairs one head attends per example: the pattern's entries, or nodes^2 when dense.
+  double attended_pairs() const {
+    return pattern_batch ? static_cast<double>(pattern.num_entries())
+                         : static_cast<double>(num_nodes) * static_cast<double>(num_nodes);
+  }
 };
+
+// About the bytes of a GSDM's weights for `config` on a graph of `nodes` variables: (8 per block
+// + 2) dim x dim, and per node an embedding row and an index code, 4 bytes each. Size gates reckon
+// with it before a model is built.
+double weight_bytes(const GsdmConfig& config, int64_t nodes);
 
 class GsdmImpl : public torch::nn::Module {
  public:

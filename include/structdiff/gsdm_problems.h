@@ -137,8 +137,15 @@ void save_problem_model(const std::string& path, ProblemModel& trained);
 // model that cannot run at other sizes (IE embeddings) is refused before training.
 void add_training_batches(TrainingProblem& task, const ProblemModel& trained);
 
-// Samples `examples` conditioned on their observed variables in batches of `batch` and scores
-// them with the problem's metric; adds "examples" and "seconds".
+// Throws std::invalid_argument starting with `what` (the options that asked) when `count`
+// examples, sampled `batch` at a time on the model's current structure, would not fit in the
+// memory available.
+void require_sampling_memory(const ProblemModel& trained, int64_t count, int64_t batch,
+                             const std::string& what);
+// Samples `examples` conditioned on their observed variables, `batch` at a time.
+torch::Tensor sample_in_batches(ProblemModel& trained, const TrainingBatch& examples,
+                                const SampleOptions& options, int64_t batch = 64);
+// sample_in_batches, scored with the problem's metric; adds "examples" and "seconds".
 nlohmann::json evaluate(ProblemModel& trained, const TrainingBatch& examples,
                         const SampleOptions& options, int64_t batch = 64);
 

@@ -51,6 +51,10 @@ std::vector<train::LossPart> loss_parts(Gsdm model, const diffusion::NoiseSchedu
                                         const diffusion::TrainingExample& whole,
                                         const std::vector<train::Shard>& parts);
 
+// The memory one training step of `batch` examples on `structure` needs beyond the weights: what
+// the backward pass keeps, the gradients, the optimiser's two moments and its update's temporary.
+double training_memory_bytes(const Gsdm& model, const GsdmStructure& structure, int64_t batch);
+
 // Trains `model` in place; `ema_model` (same architecture) receives the EMA weights at the end
 // and before each validation.
 TrainingResult train(Gsdm model, Gsdm ema_model, const diffusion::NoiseSchedule& schedule,

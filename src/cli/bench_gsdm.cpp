@@ -128,7 +128,7 @@ void register_bench_gsdm(CLI::App& bench, const GlobalOptions& global, Action& a
   cmd->add_option("--train-steps", o->train_steps, "Timed training steps")->check(work_count(1000000))->capture_default_str();
   cmd->add_option("--sample-examples", o->sample_examples,
                   "Examples sampled together (0: no sampling)")
-      ->check(non_negative())
+      ->check(between(0, 1000000))
       ->capture_default_str();
   cmd->add_option("--sample-steps", o->sample_steps, "DDIM steps")->check(positive())->capture_default_str();
   cmd->add_flag("--ancestral,!--no-ancestral", o->ancestral, "Also time the 1000-step ancestral sampler")

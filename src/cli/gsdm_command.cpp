@@ -57,6 +57,9 @@ std::string model_heading(const gsdm::ProblemModel& trained) {
 
 void run_eval(const EvalCommand& c, const GlobalOptions& global) {
   gsdm::ProblemModel trained = load_at_size(c.model_path, c.size, global.device);
+  gsdm::require_sampling_memory(trained, c.count, c.batch,
+                                "--count " + std::to_string(c.count) + " with --batch " +
+                                    std::to_string(c.batch));
   const gsdm::TrainingBatch examples =
       test_examples(trained, c.count, c.training_distribution, global.seed);
   const nlohmann::json metrics = gsdm::evaluate(
@@ -88,6 +91,9 @@ void run_eval(const EvalCommand& c, const GlobalOptions& global) {
   }
 }
 
+// `gsdm sample` draws this many examples at once, so its memory stays bounded whatever --count.
+constexpr int64_t kSampleBatch = 64;
+
 struct SampleCommand {
   std::string model_path;
   std::string size;
@@ -99,12 +105,13 @@ struct SampleCommand {
 // Prints, for each example, every array's true values and the sample's (observed arrays once).
 void run_sample(const SampleCommand& c, const GlobalOptions& global) {
   gsdm::ProblemModel trained = load_at_size(c.model_path, c.size, global.device);
+  gsdm::require_sampling_memory(trained, c.count, kSampleBatch,
+                                "--count " + std::to_string(c.count));
   const gsdm::TrainingBatch examples =
       test_examples(trained, c.count, c.training_distribution, global.seed);
   const gsdm::StateLayout& layout = trained.model->layout();
-  const torch::Tensor samples =
-      gsdm::sample(trained.model, trained.schedule, examples.observed, examples.x0,
-                   c.sampling.sample_options(global.seed + gsdm::kTestStream));
+  const torch::Tensor samples = gsdm::sample_in_batches(
+      trained, examples, c.sampling.sample_options(global.seed + gsdm::kTestStream), kSampleBatch);
   const torch::Tensor truth = gsdm::decode_state(layout, trained.graph, examples.x0);
   const torch::Tensor sampled = gsdm::decode_state(layout, trained.graph, samples);
   const auto text = [](const torch::Tensor& row) {
@@ -144,14 +151,14 @@ void register_gsdm(CLI::App& app, const GlobalOptions& global, Action& action) {
   eval->add_option("--model", e->model_path, "Trained model file (gsdm train, or sudoku train)")
       ->required()
       ->check(CLI::ExistingFile);
-  eval->add_option("--count", e->count, "Examples")->check(positive())->capture_default_str();
+  eval->add_option("--count", e->count, "Examples")->check(work_count(1000000))->capture_default_str();
   eval->add_option("--size", e->size,
                    "Evaluate at another size of the problem than the model was trained at (AE or "
                    "EE embeddings), e.g. 16,16,4");
   eval->add_flag("--training-distribution", e->training_distribution,
                  "Score fresh training examples instead of the problem's test examples");
   eval->add_option("--batch", e->batch, "Examples sampled at once")
-      ->check(positive())
+      ->check(work_count(1000000))
       ->capture_default_str();
   add_sampling_options(*eval, e->sampling);
   eval->add_option("--json", e->json_path, "Write the metrics as JSON")->check(writable_file());
@@ -163,7 +170,7 @@ void register_gsdm(CLI::App& app, const GlobalOptions& global, Action& action) {
   sample->add_option("--model", s->model_path, "Trained model file")
       ->required()
       ->check(CLI::ExistingFile);
-  sample->add_option("--count", s->count, "Examples")->check(positive())->capture_default_str();
+  sample->add_option("--count", s->count, "Examples")->check(work_count(1000000))->capture_default_str();
   sample->add_option("--size", s->size,
                      "Sample at another size of the problem (AE or EE embeddings)");
   sample->add_flag("--training-distribution", s->training_distribution,

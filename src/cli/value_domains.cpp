@@ -121,6 +121,14 @@ void walk(CLI::App& app, const std::string& command,
   }
 }
 
+// A bound as written: whole numbers in full (1000000, not 1e+06).
+std::string bound_text(double value) {
+  if (value == std::trunc(value) && std::fabs(value) < 1e15) {
+    return std::to_string(static_cast<int64_t>(value));
+  }
+  return CLI::detail::to_string(value);
+}
+
 }  // namespace
 
 CLI::Validator fraction() {
@@ -146,7 +154,7 @@ CLI::Validator at_least(double low) {
 }
 
 CLI::Validator between(double low, double high) {
-  const std::string interval = "[" + CLI::detail::to_string(low) + ", " + CLI::detail::to_string(high) + "]";
+  const std::string interval = "[" + bound_text(low) + ", " + bound_text(high) + "]";
   return CLI::Validator(
       [low, high, interval](std::string& text) -> std::string {
         double value = 0;

@@ -10,6 +10,7 @@
 #include "structdiff/device.h"
 #include "structdiff/enum_names.h"
 #include "structdiff/random.h"
+#include "structdiff/runtime.h"
 #include "structdiff/sinusoidal.h"
 
 namespace structdiff::gsdm {
@@ -304,6 +305,12 @@ int64_t GsdmImpl::assign_embeddings(const graph::GraphicalModel& model,
   return 0;
 }
 
+double weight_bytes(const GsdmConfig& config, int64_t nodes) {
+  const double dim = static_cast<double>(config.dim);
+  return 4.0 * ((8.0 * static_cast<double>(config.blocks) + 2.0) * dim * dim +
+                2.0 * static_cast<double>(nodes) * dim);
+}
+
 GsdmImpl::GsdmImpl(const graph::GraphicalModel& model, GsdmConfig config)
     : config_(std::move(config)) {
   const int64_t dim = config_.dim;
@@ -312,6 +319,9 @@ GsdmImpl::GsdmImpl(const graph::GraphicalModel& model, GsdmConfig config)
                                 ") must be a multiple of heads (" + std::to_string(config_.heads) +
                                 ") and blocks >= 1");
   }
+  require_memory(weight_bytes(config_, model.num_nodes()),
+                 "a GSDM of dim " + std::to_string(dim) + " and " + std::to_string(config_.blocks) +
+                     " blocks");
   if (config_.attention != Mechanism::dense && config_.attention != Mechanism::sparse &&
       config_.attention != Mechanism::gather && config_.attention != Mechanism::structured) {
     throw std::invalid_argument(

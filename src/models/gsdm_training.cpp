@@ -31,22 +31,28 @@ train::LoopOptions TrainingOptions::default_loop() {
   return loop;
 }
 
+double training_memory_bytes(const Gsdm& model, const GsdmStructure& structure, int64_t batch) {
+  // Per example and block, about 16 (nodes x dim) activations and 3 (entries x heads) attention
+  // weights; per weight a gradient, two moments and the update's temporary; 4 bytes each.
+  const GsdmConfig& config = model->config();
+  const double per_example =
+      4.0 * static_cast<double>(config.blocks) *
+      (16.0 * static_cast<double>(structure.num_nodes * config.dim) +
+       3.0 * structure.attended_pairs() * static_cast<double>(config.heads));
+  double weights = 0;
+  for (const torch::Tensor& p : model->parameters()) weights += static_cast<double>(p.numel());
+  return per_example * static_cast<double>(batch) + 4.0 * 4.0 * weights;
+}
+
 TrainingResult train(Gsdm model, Gsdm ema_model, const diffusion::NoiseSchedule& schedule,
                      const TrainingProblem& problem, const TrainingOptions& options,
                      uint64_t data_seed) {
   if (options.batch < 1) {
     throw std::invalid_argument("--batch must be >= 1, got " + std::to_string(options.batch));
   }
-  // What one step keeps for the backward pass, per example and block: about 16 (nodes x dim)
-  // activations and 3 (entries x heads) attention weights, 4 bytes each.
-  const GsdmConfig& config = model->config();
   const GsdmStructure& largest =
       problem.largest_structure ? *problem.largest_structure : *model->home_structure();
-  const double per_example =
-      4.0 * static_cast<double>(config.blocks) *
-      (16.0 * static_cast<double>(largest.num_nodes * config.dim) +
-       3.0 * static_cast<double>(largest.pattern.num_entries() * config.heads));
-  require_memory(per_example * static_cast<double>(options.batch),
+  require_memory(training_memory_bytes(model, largest, options.batch),
                  "a training batch of " + std::to_string(options.batch));
   train::LoopTask task;
   task.model = model.get();

@@ -112,8 +112,14 @@ ProblemTrainReport train_problem(const ProblemTrainRequest& request) {
   training.batch = request.batch.value_or(problem.batch);
   const bool root = !request.ranks || request.ranks->is_root();
 
-  const nlohmann::json metadata = problem_model_metadata(
-      problem, options, resolved_config(problem, request), request.schedule);
+  const GsdmConfig config = resolved_config(problem, request);
+  // Through the size gate before the first weight is made: the model, its average, and in training
+  // the gradients, the optimiser's two moments and its update's temporary (train checks again,
+  // with the batch's activations, once the weights exist).
+  require_memory(6.0 * weight_bytes(config, problem.graph(options).num_nodes()),
+                 "training a GSDM of dim " + std::to_string(config.dim) + " and " +
+                     std::to_string(config.blocks) + " blocks");
+  const nlohmann::json metadata = problem_model_metadata(problem, options, config, request.schedule);
   ProblemModel trained = [&] {
     DefaultGeneratorGuard initial_weights(request.seed);
     return build_problem_model(metadata);

@@ -12,6 +12,7 @@
 #include "structdiff/gsdm_problems.h"
 #include "structdiff/checkpoint.h"
 #include "structdiff/model_file.h"
+#include "structdiff/runtime.h"
 #include "util/text.h"
 
 namespace structdiff::gsdm {
@@ -314,10 +315,25 @@ void add_training_batches(TrainingProblem& task, const ProblemModel& trained) {
   };
 }
 
-nlohmann::json evaluate(ProblemModel& trained, const TrainingBatch& examples,
-                        const SampleOptions& options, int64_t batch) {
-  if (batch < 1) throw std::invalid_argument("evaluate: batch must be >= 1");
-  const auto started = std::chrono::steady_clock::now();
+void require_sampling_memory(const ProblemModel& trained, int64_t count, int64_t batch,
+                             const std::string& what) {
+  // Per example: the state, its observed mask, the sample and what scoring derives from them
+  // (about 4 copies of the state); per example in a batch, one block's activations at a time
+  // (about 8 (nodes x dim) floats) and its attention weights (3 (entries x heads)), 4 bytes each.
+  const GsdmConfig& config = trained.model->config();
+  const GsdmStructure& structure = *trained.model->structure();
+  const double per_example = 16.0 * static_cast<double>(trained.model->layout().width);
+  const double per_batched =
+      4.0 * (8.0 * static_cast<double>(structure.num_nodes * config.dim) +
+             3.0 * structure.attended_pairs() * static_cast<double>(config.heads));
+  require_memory(per_example * static_cast<double>(count) +
+                     per_batched * static_cast<double>(std::min(count, batch)),
+                 what);
+}
+
+torch::Tensor sample_in_batches(ProblemModel& trained, const TrainingBatch& examples,
+                                const SampleOptions& options, int64_t batch) {
+  if (batch < 1) throw std::invalid_argument("sampling: batch must be >= 1");
   const int64_t count = examples.x0.size(0);
   std::vector<torch::Tensor> samples;
   for (int64_t first = 0; first < count; first += batch) {
@@ -326,9 +342,15 @@ nlohmann::json evaluate(ProblemModel& trained, const TrainingBatch& examples,
                              examples.observed.narrow(0, first, size),
                              examples.x0.narrow(0, first, size), options));
   }
-  nlohmann::json metrics =
-      trained.problem->score(trained.graph, trained.options, examples, torch::cat(samples, 0));
-  metrics["examples"] = count;
+  return torch::cat(samples, 0);
+}
+
+nlohmann::json evaluate(ProblemModel& trained, const TrainingBatch& examples,
+                        const SampleOptions& options, int64_t batch) {
+  const auto started = std::chrono::steady_clock::now();
+  nlohmann::json metrics = trained.problem->score(
+      trained.graph, trained.options, examples, sample_in_batches(trained, examples, options, batch));
+  metrics["examples"] = examples.x0.size(0);
   metrics["seconds"] =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return metrics;
