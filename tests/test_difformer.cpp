@@ -331,6 +331,16 @@ TEST(DIFFormerModelFile, RoundTripKeepsOptionsWeightsAndTheCallersGenerator) {
   EXPECT_THROW_WITH(load_model(directory.file("missing.pt")), std::runtime_error, "missing.pt");
 }
 
+// A width no machine holds (a hostile model file's, say) is refused before any weight exists.
+TEST(DIFFormerModelFile, AWidthBeyondTheMachineIsRefusedBeforeAllocating) {
+  DIFFormerOptions options;
+  options.input_dim = 32;
+  options.num_classes = 5;
+  options.hidden = 100000000;
+  EXPECT_THROW_WITH(DIFFormer{options}, std::invalid_argument,
+                    "a DIFFormer of hidden size 100000000, 2 layers, heads 1 needs 240000014.8 GB");
+}
+
 TEST(DIFFormerModelFile, UnknownNamesInTheConfigurationAreNamed) {
   nlohmann::json j = DIFFormerOptions{};
   j["diffusivity"] = "softmax";

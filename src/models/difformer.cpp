@@ -7,6 +7,7 @@
 #include "structdiff/dropout.h"
 #include "structdiff/enum_names.h"
 #include "structdiff/model_file.h"
+#include "structdiff/runtime.h"
 
 namespace structdiff::difformer {
 
@@ -227,6 +228,15 @@ DIFFormerImpl::DIFFormerImpl(DIFFormerOptions options) : options_(options) {
   if (!(options_.dropout >= 0.0 && options_.dropout < 1.0)) {
     throw std::invalid_argument("DIFFormer: dropout must be in [0, 1)");
   }
+  // Through the size gate before any weight: the input and output layers and, per layer, up to
+  // three (hidden x heads hidden) projections, 4 bytes each.
+  const double hidden = static_cast<double>(options_.hidden);
+  require_memory(4.0 * hidden *
+                     (static_cast<double>(options_.input_dim + options_.num_classes) +
+                      3.0 * static_cast<double>(options_.layers * options_.heads) * hidden),
+                 "a DIFFormer of hidden size " + std::to_string(options_.hidden) + ", " +
+                     std::to_string(options_.layers) + " layers, heads " +
+                     std::to_string(options_.heads));
   input_ = register_module("input", torch::nn::Linear(options_.input_dim, options_.hidden));
   input_norm_ = register_module(
       "input_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({options_.hidden})));
