@@ -19,8 +19,9 @@ double median_training_step_ms(ProblemModel& trained, ProblemModel& averaged, in
   // (a state and an observed mask per example), then one step's memory.
   const double batches_bytes = 8.0 * static_cast<double>(trained.model->layout().width) *
                                static_cast<double>(batch) * static_cast<double>(steps + 2);
-  require_memory(batches_bytes + training_memory_bytes(trained.model, *trained.model->structure(), batch),
-                 "--batch " + std::to_string(batch) + " with --train-steps " + std::to_string(steps));
+  require_memory(
+      batches_bytes + training_memory_bytes(trained.model, *trained.model->structure(), batch),
+      "--batch " + std::to_string(batch) + " with --train-steps " + std::to_string(steps));
   std::mt19937_64 rng(seed);
   std::vector<TrainingBatch> batches;
   for (int64_t i = 0; i < steps + 2; ++i) {

@@ -119,7 +119,8 @@ ProblemTrainReport train_problem(const ProblemTrainRequest& request) {
   require_memory(6.0 * weight_bytes(config, problem.graph(options).num_nodes()),
                  "training a GSDM of dim " + std::to_string(config.dim) + " and " +
                      std::to_string(config.blocks) + " blocks");
-  const nlohmann::json metadata = problem_model_metadata(problem, options, config, request.schedule);
+  const nlohmann::json metadata =
+      problem_model_metadata(problem, options, config, request.schedule);
   ProblemModel trained = [&] {
     DefaultGeneratorGuard initial_weights(request.seed);
     return build_problem_model(metadata);

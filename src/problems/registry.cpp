@@ -348,8 +348,8 @@ torch::Tensor sample_in_batches(ProblemModel& trained, const TrainingBatch& exam
 nlohmann::json evaluate(ProblemModel& trained, const TrainingBatch& examples,
                         const SampleOptions& options, int64_t batch) {
   const auto started = std::chrono::steady_clock::now();
-  nlohmann::json metrics = trained.problem->score(
-      trained.graph, trained.options, examples, sample_in_batches(trained, examples, options, batch));
+  const torch::Tensor samples = sample_in_batches(trained, examples, options, batch);
+  nlohmann::json metrics = trained.problem->score(trained.graph, trained.options, examples, samples);
   metrics["examples"] = examples.x0.size(0);
   metrics["seconds"] =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
