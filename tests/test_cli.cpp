@@ -447,18 +447,13 @@ TEST(ValueDomains, MessagesNameTheValueAndHelpShowsTheRealDefault) {
 TEST(Cli, AnAllocationTooLargeForTheMachineIsNamedInOurWords) {
   const Result r = run("bench ddpm --batch 100000000");
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  // The benchmark's two heading lines, then the error (ASan reports the failed allocation on a
-  // line of its own before it returns null to libtorch).
+  // The benchmark's heading lines, then the error.
   const std::string last_line = r.output.substr(r.output.rfind('\n', r.output.size() - 2) + 1);
   EXPECT_EQ(last_line, "structdiff: error: out of memory: the sizes or counts given need more memory "
                        "than this machine can give (one tensor of 313.6 GB was asked for); choose "
                        "smaller ones\n")
       << r.output;
-#ifdef __SANITIZE_ADDRESS__
-  EXPECT_EQ(line_count(r.output), 4) << r.output;
-#else
-  EXPECT_EQ(line_count(r.output), 3) << r.output;
-#endif
+  EXPECT_EQ(r.output.find("error"), r.output.rfind("error")) << r.output;
   EXPECT_FALSE(contains(r.output, "enforce fail")) << r.output;
 }
 
