@@ -336,9 +336,9 @@ TEST(Cli, SizesBeyondTheMachineAreRefusedBeforeAllocating) {
            {"ddpm train --batch 1000000000 --train-steps 1 --out " + temp_path("huge-ddpm.pt"),
             "a training batch of 1000000000 needs"},
            {"sudoku train --size 4 --batch 1000000000 --out " + temp_path("huge.pt"),
-            "a training batch of 1000000000 needs"},
+            "training a GSDM of dim 128 and 6 blocks on batches of 1000000000 needs"},
            {"gsdm train --problem sorting --dim 100000000 --out " + temp_path("wide.pt"),
-            "training a GSDM of dim 100000000 and 6 blocks needs"},
+            "training a GSDM of dim 100000000 and 6 blocks on batches of 16 needs"},
            {"gsdm eval --model " + std::string(STRUCTDIFF_SOURCE_DIR) +
                 "/models/gsdm-sorting5.pt --count 1000000 --batch 1000000",
             "--count 1000000 with --batch 1000000 needs"},

@@ -638,6 +638,16 @@ struct TinySudokuTraining {
   }
 };
 
+// A batch no machine holds is refused before the first step, by the library itself.
+TEST(GsdmTraining, ABatchBeyondTheMachineIsRefusedBeforeTheFirstStep) {
+  TinySudokuTraining tiny;
+  gsdm::TrainingOptions options;
+  options.batch = 1000000000000;
+  EXPECT_THROW_WITH(gsdm::train(tiny.trained.model, tiny.averaged.model, tiny.trained.schedule,
+                                tiny.problem, options, /*data_seed=*/7),
+                    std::invalid_argument, "a training batch of 1000000000000 needs");
+}
+
 TEST(GsdmTraining, ValidationLeavesTheTrainingTrajectoryAlone) {
   TinySudokuTraining quiet, validated;
   gsdm::TrainingOptions options;

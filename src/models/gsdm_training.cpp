@@ -31,14 +31,16 @@ train::LoopOptions TrainingOptions::default_loop() {
   return loop;
 }
 
+double activation_bytes_per_example(const GsdmConfig& config, double nodes, double attended_pairs) {
+  return 4.0 * static_cast<double>(config.blocks) *
+         (16.0 * nodes * static_cast<double>(config.dim) +
+          3.0 * attended_pairs * static_cast<double>(config.heads));
+}
+
 double training_memory_bytes(const Gsdm& model, const GsdmStructure& structure, int64_t batch) {
-  // Per example and block, about 16 (nodes x dim) activations and 3 (entries x heads) attention
-  // weights; per weight a gradient, two moments and the update's temporary; 4 bytes each.
-  const GsdmConfig& config = model->config();
-  const double per_example =
-      4.0 * static_cast<double>(config.blocks) *
-      (16.0 * static_cast<double>(structure.num_nodes * config.dim) +
-       3.0 * structure.attended_pairs() * static_cast<double>(config.heads));
+  // Per weight a gradient, two moments and the update's temporary, 4 bytes each.
+  const double per_example = activation_bytes_per_example(
+      model->config(), static_cast<double>(structure.num_nodes), structure.attended_pairs());
   double weights = 0;
   for (const torch::Tensor& p : model->parameters()) weights += static_cast<double>(p.numel());
   return per_example * static_cast<double>(batch) + 4.0 * 4.0 * weights;

@@ -114,11 +114,16 @@ ProblemTrainReport train_problem(const ProblemTrainRequest& request) {
 
   const GsdmConfig config = resolved_config(problem, request);
   // Through the size gate before the first weight is made: the model, its average, and in training
-  // the gradients, the optimiser's two moments and its update's temporary (train checks again,
-  // with the batch's activations, once the weights exist).
-  require_memory(6.0 * weight_bytes(config, problem.graph(options).num_nodes()),
+  // the gradients, the optimiser's two moments, its update's temporary and a batch's activations
+  // (without the attention weights, which need the compiled mask: train checks again with them
+  // once the weights exist).
+  const int64_t nodes = problem.graph(options).num_nodes();
+  require_memory(6.0 * weight_bytes(config, nodes) +
+                     static_cast<double>(training.batch) *
+                         activation_bytes_per_example(config, static_cast<double>(nodes), 0.0),
                  "training a GSDM of dim " + std::to_string(config.dim) + " and " +
-                     std::to_string(config.blocks) + " blocks");
+                     std::to_string(config.blocks) + " blocks on batches of " +
+                     std::to_string(training.batch));
   const nlohmann::json metadata =
       problem_model_metadata(problem, options, config, request.schedule);
   ProblemModel trained = [&] {
