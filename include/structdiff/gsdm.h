@@ -132,6 +132,12 @@ struct GsdmStructure {
 // + 2) dim x dim, and per node an embedding row and an index code, 4 bytes each. Size gates reckon
 // with it before a model is built.
 double weight_bytes(const GsdmConfig& config, int64_t nodes);
+// About the bytes one block's activations take per example on a graph of `nodes` variables whose
+// attention covers `attended_pairs` query-key pairs: `floats_per_node` (nodes x dim) floats and
+// 3 (pairs x heads) attention weights, 4 bytes each. Training keeps every block's (about 16 floats
+// per node); sampling needs one block's at a time (about 8).
+double block_activation_bytes(const GsdmConfig& config, double nodes, double attended_pairs,
+                              double floats_per_node);
 
 class GsdmImpl : public torch::nn::Module {
  public:

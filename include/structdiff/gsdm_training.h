@@ -52,8 +52,7 @@ std::vector<train::LossPart> loss_parts(Gsdm model, const diffusion::NoiseSchedu
                                         const std::vector<train::Shard>& parts);
 
 // What the backward pass keeps per example on a graph of `nodes` variables whose attention
-// covers `attended_pairs` query-key pairs: per block about 16 (nodes x dim) activations and
-// 3 (pairs x heads) attention weights, 4 bytes each.
+// covers `attended_pairs` query-key pairs: every block's activations (block_activation_bytes).
 double activation_bytes_per_example(const GsdmConfig& config, double nodes, double attended_pairs);
 // The memory one training step of `batch` examples on `structure` needs beyond the weights: what
 // the backward pass keeps, the gradients, the optimiser's two moments and its update's temporary.

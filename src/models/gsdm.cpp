@@ -311,6 +311,12 @@ double weight_bytes(const GsdmConfig& config, int64_t nodes) {
                 2.0 * static_cast<double>(nodes) * dim);
 }
 
+double block_activation_bytes(const GsdmConfig& config, double nodes, double attended_pairs,
+                              double floats_per_node) {
+  return 4.0 * (floats_per_node * nodes * static_cast<double>(config.dim) +
+                3.0 * attended_pairs * static_cast<double>(config.heads));
+}
+
 GsdmImpl::GsdmImpl(const graph::GraphicalModel& model, GsdmConfig config)
     : config_(std::move(config)) {
   const int64_t dim = config_.dim;

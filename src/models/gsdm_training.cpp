@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include "structdiff/model_tensors.h"
 #include "structdiff/runtime.h"
 #include "structdiff/training_loop.h"
 
@@ -32,18 +33,16 @@ train::LoopOptions TrainingOptions::default_loop() {
 }
 
 double activation_bytes_per_example(const GsdmConfig& config, double nodes, double attended_pairs) {
-  return 4.0 * static_cast<double>(config.blocks) *
-         (16.0 * nodes * static_cast<double>(config.dim) +
-          3.0 * attended_pairs * static_cast<double>(config.heads));
+  return static_cast<double>(config.blocks) *
+         block_activation_bytes(config, nodes, attended_pairs, /*floats_per_node=*/16.0);
 }
 
 double training_memory_bytes(const Gsdm& model, const GsdmStructure& structure, int64_t batch) {
   // Per weight a gradient, two moments and the update's temporary, 4 bytes each.
   const double per_example = activation_bytes_per_example(
       model->config(), static_cast<double>(structure.num_nodes), structure.attended_pairs());
-  double weights = 0;
-  for (const torch::Tensor& p : model->parameters()) weights += static_cast<double>(p.numel());
-  return per_example * static_cast<double>(batch) + 4.0 * 4.0 * weights;
+  return per_example * static_cast<double>(batch) +
+         4.0 * 4.0 * static_cast<double>(train::parameter_count(*model));
 }
 
 TrainingResult train(Gsdm model, Gsdm ema_model, const diffusion::NoiseSchedule& schedule,

@@ -318,14 +318,12 @@ void add_training_batches(TrainingProblem& task, const ProblemModel& trained) {
 void require_sampling_memory(const ProblemModel& trained, int64_t count, int64_t batch,
                              const std::string& what) {
   // Per example: the state, its observed mask, the sample and what scoring derives from them
-  // (about 4 copies of the state); per example in a batch, one block's activations at a time
-  // (about 8 (nodes x dim) floats) and its attention weights (3 (entries x heads)), 4 bytes each.
-  const GsdmConfig& config = trained.model->config();
+  // (about 4 copies of the state, 4 bytes each); per example in a batch, one block's activations.
   const GsdmStructure& structure = *trained.model->structure();
   const double per_example = 16.0 * static_cast<double>(trained.model->layout().width);
   const double per_batched =
-      4.0 * (8.0 * static_cast<double>(structure.num_nodes * config.dim) +
-             3.0 * structure.attended_pairs() * static_cast<double>(config.heads));
+      block_activation_bytes(trained.model->config(), static_cast<double>(structure.num_nodes),
+                             structure.attended_pairs(), /*floats_per_node=*/8.0);
   require_memory(per_example * static_cast<double>(count) +
                      per_batched * static_cast<double>(std::min(count, batch)),
                  what);
